@@ -343,7 +343,6 @@ def test_the_plan_is_the_homogeneous_runs_with_each_relations_costs(tmp_path, mo
     a window's edge the core's source position (``_core.aggregate_edge_bytes``: 4 bytes here,
     none for numpy). Each is cut by the in-degrees of the relation into its type, and the least
     budget named is the plan's (``InferencePlan.least_budget``, from those costs)."""
-    from ringgnn.sampling.hetero import open_hetero
     from ringgnn.inference.hetero import HeteroLayerwise
     from ringgnn.models.hetero import HeteroModel
     from ringgnn.inference.plan import (DEST_BYTES, FIXED_BYTES, MIN_ROWS, PART_EDGE, PART_NODE, SLACK, WRITE_BYTES,
@@ -359,7 +358,7 @@ def test_the_plan_is_the_homogeneous_runs_with_each_relations_costs(tmp_path, mo
                           NodeType("author", 4, features=tmp_path / "author.npy")],
         [Relation("author:writes:paper", _edges(tmp_path / "w.csv", WRITES)),
          Relation("paper:written_by:author", _edges(tmp_path / "wb.csv", [(p, a) for a, p in WRITES]))])
-    ds = open_hetero(str(tmp_path / "ds"), "test")
+    ds = ringgnn.Dataset.open(str(tmp_path / "ds"))
     net = HeteroModel(["paper", "author"], ["author:writes:paper", "paper:written_by:author"],
                       {"paper": 32, "author": 32}, ds.num_nodes_dict, "paper", 16, 3, 2).eval()
     monkeypatch.setattr(_options, "held_memory", lambda: 100 << 20)

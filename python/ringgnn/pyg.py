@@ -1,8 +1,6 @@
-"""PyG adapters over a ringgnn dataset, homogeneous or heterogeneous: a ``BaseSampler``
-(:class:`RingNeighborSampler`) and a ``FeatureStore``/``GraphStore`` pair (:func:`ring_stores`),
-with which PyG's own ``NodeLoader`` trains from disk (docs/USAGE.md, "Sampling"; README).
-Importing it imports torch and torch_geometric.
-"""
+"""PyG adapters over a ringgnn dataset of either kind: a ``BaseSampler``
+(:class:`RingNeighborSampler`) and a ``FeatureStore``/``GraphStore`` pair (:func:`ring_stores`)
+for PyG's own ``NodeLoader`` (docs/USAGE.md, "Sampling"). Importing it imports torch and PyG."""
 
 from __future__ import annotations
 
@@ -21,13 +19,13 @@ from . import _core, _options
 from ._core import InputError
 from .data.dataset import Dataset, HeteroDataset, PathLike
 from .data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, edge_type_str, parse_edge_type
+from .sampling.base import ProcessLocal
 from .sampling.hetero import HeteroNeighborSampler, HeteroSample, seed_times
 from .sampling.links import LinkSampler, NegativeSampling as LinkNegatives
 from .sampling.sampler import NeighborSampler
 
 #: The single edge type of a homogeneous ringgnn dataset, as PyG names edge types (source,
-#: relation, target). A heterogeneous dataset's edge types are its relations ``SRC:REL:DST``
-#: split in three (:attr:`ringgnn.HeteroDataset.edge_types`).
+#: relation, target).
 EDGE_TYPE = parse_edge_type(HOMOGENEOUS_RELATION)
 
 AnyDataset = Union[Dataset, HeteroDataset]
@@ -35,41 +33,21 @@ AnyDataset = Union[Dataset, HeteroDataset]
 
 class RingNeighborSampler(BaseSampler):
     """PyG ``BaseSampler`` running :class:`ringgnn.NeighborSampler` on a homogeneous dataset, or
-    :class:`ringgnn.HeteroNeighborSampler` on a heterogeneous one (same arguments; ``fanouts``
-    is PyG's ``num_neighbors``: a list, or for a heterogeneous dataset a dict keyed by edge type
-    tuples or ``"SRC:REL:DST"`` names, every relation given).
+    :class:`ringgnn.HeteroNeighborSampler` on a heterogeneous one (same arguments; ``fanouts`` is
+    PyG's ``num_neighbors``: a list, or a dict keyed by edge type, every relation given). A
+    heterogeneous dataset's seeds come with their type (``input_nodes=("paper", ids)``); link
+    sampling (:meth:`sample_from_edges`) takes homogeneous datasets only.
 
-    Heterogeneous datasets: seeds come with their type (``input_nodes=("paper", ids)``), and
-    :meth:`sample_from_nodes` returns PyG's ``HeteroSamplerOutput`` (per type ``node`` and
-    ``num_sampled_nodes``, per edge type ``row``, ``col``, ``num_sampled_edges`` and, with
-    ``with_edge_ids=True``, ``edge``: positions in the relation's CSC). Link sampling
-    (:meth:`sample_from_edges`) takes homogeneous datasets only.
+    Batch ``b`` of epoch ``e`` is sampled with (seed, e, b), ``b`` counting the batches since
+    :meth:`set_epoch` across DataLoader workers (worker ``w`` of ``n``: ``w + k * n``), so
+    ``num_workers`` does not change the batches. Call ``set_epoch(e)`` at the start of every
+    epoch (with ``persistent_workers=True`` workers keep counting instead).
 
-    Reproducibility: batch ``b`` of epoch ``e`` is sampled with (seed, e, b), where ``b`` counts
-    the batches this sampler produced since :meth:`set_epoch`, worker-aware: in DataLoader worker
-    ``w`` of ``n`` the ``k``-th batch is ``w + k * n``, which is its position in the epoch since
-    the DataLoader hands batches to workers in turn. So ``num_workers=0`` and ``num_workers=2``
-    give the same batches. Call ``set_epoch(e)`` at the start of every epoch (as with
-    ``DistributedSampler``): workers are forked from the main process each epoch and see the new
-    epoch; without it, workers repeat epoch 0's randomness (the seed order still changes with
-    ``shuffle=True``). With ``persistent_workers=True`` the workers are not forked again, so
-    ``set_epoch`` does not reach them: they keep counting batches across epochs instead.
-
-    At times: where the loader gives seed times (``NodeLoader(..., input_time=...)``, PyG's
-    ``NodeSamplerInput.time``) each seed is sampled at its time, PyG's temporal sampling with
-    ``disjoint=True`` (see :mod:`ringgnn.sampling.hetero`; the dataset needs times, docs/FORMAT.md
-    "Times"), by the typed sampler: a homogeneous dataset's as its one-type case
-    (:meth:`ringgnn.NeighborSampler.sample` with ``input_time``). ``temporal_strategy``:
-    ``"uniform"`` (default) or ``"last"``. ``time_attr``: PyG's, ``"time"`` or ``"edge_time"``
-    (the names ``ringgnn.from_pyg`` imports node and edge times from); either way the dataset's
-    stored edge and node times are sampled against, and a batch the loader gives no times is
-    sampled at its seeds' node times, as PyG does. A seed may then recur at different times in a
-    batch; the output's ``batch`` vector stays None (each node's seed time is the subgraph's, not
-    a seed's index). Link batches at times (``LinkNeighborLoader(..., edge_label_time=...)``):
-    :meth:`sample_from_edges`.
-
-    Fork safety: the core sampler (rings, threads) is created lazily in the process (and, for
-    the heterogeneous one, the thread) that samples; one inherited through a fork is never used.
+    At times: where the loader gives seed times (``input_time``) each seed is sampled at its
+    time, PyG's temporal sampling with ``disjoint=True`` (``temporal_strategy``: ``"uniform"``
+    or ``"last"``). ``time_attr`` (PyG's: ``"time"`` or ``"edge_time"``) samples against the
+    dataset's stored times, a batch given no times at its seeds' node times, as PyG does. The
+    core sampler is made lazily in the process (and thread) that samples.
     """
 
     def __init__(self, dataset: Union[AnyDataset, PathLike], fanouts: Any, *, temporal_strategy: str = "uniform",
@@ -135,13 +113,10 @@ class RingNeighborSampler(BaseSampler):
 
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
-        """Link batches for PyG's ``LinkLoader``/``LinkNeighborLoader`` semantics (see
-        :mod:`ringgnn.sampling.links`): PyG's ``NegativeSampling`` (mode, amount, src/dst weights) is
-        honoured; negatives come from the (seed, epoch, batch) stream, not torch's global RNG.
-        At times (``edge_label_time``, PyG's ``EdgeSamplerInput.time``): each pair and its negatives
-        are sampled at the pair's time minus one, as :class:`ringgnn.LinkLoader` samples them
-        (:meth:`ringgnn.sampling.links.LinkSampler.sample` with ``time``); batches get PyG's
-        ``edge_label_time`` (binary or no negatives) or ``seed_time`` (triplet: the positives')."""
+        """Link batches with PyG's ``LinkNeighborLoader`` semantics (:class:`ringgnn.LinkSampler`):
+        PyG's ``NegativeSampling`` (mode, amount, src/dst weights) is honoured, negatives drawn
+        from the (seed, epoch, batch) stream. At times (``edge_label_time``): each pair and its
+        negatives are sampled at the pair's time minus one, as :class:`ringgnn.LinkLoader` does."""
         if self.is_hetero:
             raise InputError("link sampling (LinkLoader) over a heterogeneous dataset is not supported; "
                              "sample_from_edges takes a homogeneous dataset")
@@ -170,10 +145,9 @@ class RingNeighborSampler(BaseSampler):
 
 
 def _output(s: Any, metadata: Tuple[Any, ...]) -> Union[SamplerOutput, HeteroSamplerOutput]:
-    """A ringgnn sample as PyG's ``SamplerOutput`` (torch tensors, no ``batch`` vector); a
-    :class:`HeteroSample` as ``HeteroSamplerOutput``, keyed as PyG's heterogeneous sampler keys it
-    (node types; edge type tuples, which ``NodeLoader`` matches against the graph store's edge
-    types), every type and relation present (empty when nothing was sampled)."""
+    """A ringgnn sample as PyG's ``SamplerOutput`` (no ``batch`` vector); a :class:`HeteroSample`
+    as ``HeteroSamplerOutput``, keyed by node types and edge type tuples, every type and relation
+    present."""
     if not isinstance(s, HeteroSample):
         out = s.to_torch()
         return SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=None,
@@ -211,17 +185,12 @@ def _read_only(*_: Any) -> bool:
     raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
 
 
-class RingFeatureStore(FeatureStore):
-    """Read-only PyG ``FeatureStore`` over a dataset: attribute ``x`` (features as float32,
-    converted from f16/bf16) and ``y`` (labels as int64, -1 = unlabeled). Homogeneous datasets
-    have group ``None``; a heterogeneous one has a group per node type (``group_name="paper"``),
-    each with the attributes its type has (a type without features has no ``x``).
-
-    Feature rows are gathered by the Rust feature reader: ids deduplicated, the 4 KiB pages that
-    hold them read once each in coalesced runs (io_uring, pread, or O_DIRECT with
-    ``direct=True``; ``backend="memory"`` loads the file), an optional hot-row cache of
-    ``cache`` bytes (rows of highest in-degree; per node type when heterogeneous). Readers are
-    created lazily in each process, so DataLoader workers get their own.
+class RingFeatureStore(ProcessLocal, FeatureStore):
+    """Read-only PyG ``FeatureStore`` over a dataset: attribute ``x`` (features as float32) and
+    ``y`` (labels as int64, -1 = unlabeled). A homogeneous dataset has group ``None``; a
+    heterogeneous one a group per node type (``group_name="paper"``) with the attributes its type
+    has. Rows are gathered by the Rust feature reader (``backend``, ``direct``; a hot-row cache
+    of ``cache`` bytes, rows of highest in-degree, per node type), made lazily in each process.
     """
 
     def __init__(self, dataset: Union[AnyDataset, PathLike], *, backend: str = "auto", direct: bool = False,
@@ -229,7 +198,11 @@ class RingFeatureStore(FeatureStore):
         super().__init__()
         self.dataset = Dataset.opened(dataset)
         self._opts = dict(backend=_options.backend(backend), direct=bool(direct), cache=_options.size(cache, "cache"))
-        self._readers: Tuple[int, Dict[Optional[str], Any]] = (os.getpid(), {})
+        self.__dict__.update(self._fresh())
+
+    def _fresh(self) -> Dict[str, Any]:
+        # This process's readers by node type.
+        return dict(_readers=(os.getpid(), {}))
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -246,7 +219,7 @@ class RingFeatureStore(FeatureStore):
 
     def _part(self, group: Optional[str]) -> Dataset:
         """The dataset that holds group ``group``'s rows: the dataset itself when homogeneous
-        (whatever the group, as before heterogeneous datasets), else node type ``group``."""
+        (whatever the group), else node type ``group``."""
         ds = self.dataset
         if ds.is_hetero and group not in ds.node_types:
             raise KeyError(f"{ds.path}: a heterogeneous dataset has no node type {group!r}; group_name is one of "
@@ -297,26 +270,19 @@ class RingFeatureStore(FeatureStore):
 
     _put_tensor = _remove_tensor = _read_only
 
-    def __getstate__(self) -> Dict[str, Any]:
-        return {"dataset": self.dataset.path, "_opts": self._opts, "_tensor_attr_cls": self._tensor_attr_cls}
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state, dataset=Dataset.open(state["dataset"]), _readers=(os.getpid(), {}))
 
 
-class RingGraphStore(GraphStore):
-    """Read-only PyG ``GraphStore`` over a dataset, in CSC layout (``(row, colptr)``: ``colptr``
-    over the destinations, ``row`` their in-neighbors): one edge type ``('node', 'to', 'node')``
-    for a homogeneous dataset, each relation ``(src, rel, dst)`` of a heterogeneous one (size
-    ``(n_src, n_dst)``). The sampler never calls it; :meth:`get_edge_index` loads a whole
-    relation into memory, so it is for inspecting small graphs."""
+class RingGraphStore(ProcessLocal, GraphStore):
+    """Read-only PyG ``GraphStore`` over a dataset, in CSC layout: one edge type
+    ``('node', 'to', 'node')`` for a homogeneous dataset, each relation ``(src, rel, dst)`` of a
+    heterogeneous one. The sampler never calls it; :meth:`get_edge_index` loads a whole relation
+    into memory (for small graphs)."""
 
     def __init__(self, dataset: Union[AnyDataset, PathLike]):
         super().__init__()
         self.dataset = Dataset.opened(dataset)
 
     def get_all_edge_attrs(self) -> List[EdgeAttr]:
-        # A homogeneous dataset is the one-type case: its one edge type is EDGE_TYPE.
         n = self.dataset.num_nodes_dict
         return [EdgeAttr(et, EdgeLayout.CSC, is_sorted=True, size=(n[et[0]], n[et[2]]))
                 for et in self.dataset.edge_types]
@@ -338,12 +304,6 @@ class RingGraphStore(GraphStore):
         return torch.from_numpy(row), torch.from_numpy(rel.indptr().astype(np.int64))
 
     _put_edge_index = _remove_edge_index = _read_only
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return {"dataset": self.dataset.path, "_edge_attr_cls": self._edge_attr_cls}
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state, dataset=Dataset.open(state["dataset"]))
 
 
 def ring_stores(dataset: Union[AnyDataset, PathLike], **features: Any) -> Tuple[RingFeatureStore, RingGraphStore]:

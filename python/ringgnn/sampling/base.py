@@ -1,20 +1,18 @@
-"""What every sampler and loader shares: :class:`ProcessLocal` (how an object holding core objects
-of this process pickles, its core objects made anew in each process) and :class:`Epochs` (every
-loader's cut of an epoch into batches)."""
+"""What every sampler and loader shares: :class:`ProcessLocal` (pickling of an object whose core
+objects belong to one process) and :class:`Epochs` (every loader's cut of an epoch into batches)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from .. import _options
 from ..data.dataset import Dataset, HeteroDataset
 
 
 class ProcessLocal:
-    """How an object that holds core objects of this process (rings, threads, file handles)
-    pickles: both samplers, the typed loaders and their feature readers. The attributes
-    :meth:`_fresh` gives are made anew (the receiving process makes its core objects on first
-    use), and a whole ``dataset`` travels as its path."""
+    """Pickles an object that holds core objects of this process (rings, threads, file handles):
+    the attributes :meth:`_fresh` gives are made anew in the receiving process, and a whole
+    ``dataset`` travels as its path."""
 
     def _fresh(self) -> Dict[str, Any]:
         """The per-process attributes as a new object has them (before any core object)."""
@@ -35,14 +33,20 @@ class ProcessLocal:
 
 class Epochs:
     """An epoch cut into batches of ``batch_size`` (the last one short unless ``drop_last``), of
-    which ``batches`` (global indices, e.g. one rank's share; None: all, in order) are yielded:
-    what every loader shares. It cuts :meth:`_items` (its seeds, or its pairs)."""
+    which ``batches`` (global indices, e.g. one rank's share; None: all, in order) are yielded.
+    It cuts :meth:`_items` (its seeds, or its pairs)."""
 
     batch_size: int
     drop_last: bool
     batches: Optional[List[int]]
     seeds: Any
     epoch: int  # the epoch of the next iter()
+
+    def _cut_options(self, batch_size: Any, shuffle: Any, drop_last: Any, batches: Optional[Sequence[int]]) -> None:
+        """Check and set how epochs are cut (every loader's arguments of that name)."""
+        self.batch_size = _options.count(batch_size, "batch_size", 1)
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch of the next ``iter()``."""

@@ -1,7 +1,5 @@
 """The CUDA data path: pinned batch buffers, host-to-device copies on a side stream, and a GPU
-tier of the hot-row cache; device-agnostic but for the stream and the pinning
-(docs/DISTRIBUTED.md, "The CUDA data path").
-"""
+tier of the hot-row cache (docs/DISTRIBUTED.md, "The CUDA data path")."""
 
 from __future__ import annotations
 
@@ -22,8 +20,8 @@ FILL_CHUNK_BYTES = 16 << 20
 
 
 def cuda_pinner() -> Tuple[Callable[[int, int], None], Callable[[int], None]]:
-    """``(pin, unpin)`` calling ``cudaHostRegister``/``cudaHostUnregister``. A failure is
-    logged once and leaves that buffer pageable (copies from it are then synchronous)."""
+    """``(pin, unpin)`` calling ``cudaHostRegister``/``cudaHostUnregister``; a failure is logged
+    once and leaves that buffer pageable."""
     import torch
 
     cudart = torch.cuda.cudart()
@@ -71,9 +69,8 @@ def rows_that_fit(nbytes: int, dim: int, num_nodes: int) -> int:
 
 
 class DeviceRowCache:
-    """Feature rows of the nodes ``ids`` held on ``device``, in the order of the sorted ids:
-    where a batch's nodes are, and which slots, is found on the host (a binary search), so that
-    putting a batch together on the device never waits for the device."""
+    """Feature rows of the nodes ``ids`` held on ``device``, in the order of the sorted ids; a
+    batch's slots are found on the host, so putting it together never waits for the device."""
 
     def __init__(self, dataset: Any, ids: np.ndarray, device: Any):
         import torch
@@ -91,9 +88,8 @@ class DeviceRowCache:
     @classmethod
     def for_loader(cls, loader: Loader, nbytes: int, device: Any, seed: int = 0,
                    presample_batches: int = 64) -> "DeviceRowCache":
-        """The rows ``loader``'s batches touch most (look-ahead counts), as many as ``nbytes``
-        holds; ``loader`` (and the loaders sharing its engine) is told to leave them out of
-        ``x``."""
+        """The rows ``loader``'s batches touch most, as many as ``nbytes`` holds; ``loader`` (and
+        the loaders sharing its engine) then leaves them out of ``x``."""
         ds = loader.dataset
         k = rows_that_fit(nbytes, ds.feature_dim, ds.num_nodes)
         counts = count_accesses(loader, presample_batches, seed)

@@ -1,7 +1,5 @@
 """Feature rows of a typed loader: per node type a reader of its feature file, and one hot-row
-cache across the types within one byte budget, its rows ranked by hits per byte (chosen in
-``budget/files/rows.rs``; docs/ARCHITECTURE.md, "Heterogeneous graphs", the hot-row cache across types).
-"""
+cache across the types, its rows ranked by hits per byte (chosen in Rust, ``budget/files/rows.rs``)."""
 
 from __future__ import annotations
 
@@ -27,12 +25,6 @@ def row_bytes(ds: Any) -> Dict[str, int]:
         if f is not None:
             out[t] = int(f["row_bytes"])
     return out
-
-
-def feature_file_bytes(ds: Any, t: str) -> int:
-    """Bytes of type ``t``'s feature file (its rows packed per page, as stored)."""
-    part = ds.node_type(t)
-    return int(part.manifest["files"]["features"]["bytes"])
 
 
 def neighbor_file(ds: Any, r: str) -> Optional[Tuple[str, int]]:
@@ -77,30 +69,22 @@ def _types(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int]) -> List
     return [(t, np.ascontiguousarray(h, dtype=np.uint32), int(row_bytes[t])) for t, h in hits.items()]
 
 
-def cache_choice(rows: Tuple[int, Dict[str, np.ndarray], Dict[str, int]]) -> CacheChoice:
-    """The :class:`CacheChoice` of the Rust plan's (budget, ids per type, bytes per type)."""
-    return CacheChoice(*rows)
-
-
 def ranked_groups(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int]) -> List[Tuple[str, int, int]]:
     """The rows with at least one hit, grouped by (type, hit count), best first: ``(type, hits,
-    rows)`` by hits per byte held descending, then type name (within a group, smaller ids first).
-    A group's rows have equal hits per byte, so the ranking of single rows is these groups in
-    order."""
+    rows)`` by hits per byte held descending, then type name (within a group, smaller ids first)."""
     return _core.ranked_groups(_types(hits, row_bytes))
 
 
 def choose_cache_rows(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int], budget: int) -> CacheChoice:
-    """The longest prefix of the ranking of every row of every type by hits per byte held (docs/ARCHITECTURE.md,
-    "Heterogeneous graphs") whose rows fit in ``budget`` bytes."""
-    return cache_choice(_core.choose_cache_rows(_types(hits, row_bytes), int(budget)))
+    """The longest prefix of the ranking of every row of every type by hits per byte held whose
+    rows fit in ``budget`` bytes."""
+    return CacheChoice(*_core.choose_cache_rows(_types(hits, row_bytes), int(budget)))
 
 
 class TypedRows(ProcessLocal):
-    """Per node type with features, a ``_core.FeatureReader`` of its file (``backends[t]``:
-    ``memory`` loads it once for the process, else a disk backend), the cache's rows of that type
-    held once; :meth:`reader` is this thread's reader. Loaders of one run share one of these
-    (``HeteroLoader(features=...)``), so the cache and in-memory files are held once."""
+    """Per node type with features, a ``_core.FeatureReader`` of its file (``backends[t]``;
+    ``memory`` loads it once for the process) and the cache's rows of that type; :meth:`reader`
+    is this thread's reader. Loaders of one run share one (``HeteroLoader(features=...)``)."""
 
     def __init__(self, path: str, backends: Mapping[str, str], direct: bool,
                  cache: Optional[CacheChoice] = None):
@@ -109,8 +93,7 @@ class TypedRows(ProcessLocal):
         self.__dict__.update(self._fresh())
 
     def _fresh(self) -> Dict[str, Any]:
-        # _protos: (pid, this process's prototype reader per type); _local: each thread's readers,
-        # all of which _readers lists (their counters are summed).
+        # _protos: (pid, the process's reader per type); _readers: every thread's (counters summed).
         return dict(_local=threading.local(), _lock=threading.Lock(), _protos=None, _readers=[])
 
     @property
@@ -143,9 +126,6 @@ class TypedRows(ProcessLocal):
                 self._readers.append(st.readers)
         return st.readers[t]
 
-    def gather(self, t: str, ids: np.ndarray) -> np.ndarray:
-        return self.reader(t).gather(ids)
-
     def cached_rows(self) -> Dict[str, int]:
         """Rows held by the cache per type."""
         return {t: p.cached_rows for t, p in self._prototypes().items()}
@@ -172,5 +152,5 @@ class TypedRows(ProcessLocal):
         return out
 
 
-__all__ = ("CacheChoice", "TypedRows", "cache_choice", "choose_cache_rows", "neighbor_file", "ranked_groups",
+__all__ = ("CacheChoice", "TypedRows", "choose_cache_rows", "neighbor_file", "ranked_groups",
            "row_bytes", "source_hits")

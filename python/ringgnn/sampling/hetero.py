@@ -1,8 +1,6 @@
-"""Typed sampling from Python: :class:`HeteroNeighborSampler` (PyG's heterogeneous neighbor
-sampling from disk, at seed times too) and :class:`HeteroLoader` (batches as ``HeteroData``), the
-engine of every dataset's sampling at times (docs/USAGE.md, "Sampling at seed times"; the
-sampler: docs/ARCHITECTURE.md, "Heterogeneous graphs").
-"""
+"""Typed sampling: :class:`HeteroNeighborSampler` and :class:`HeteroLoader` (batches as
+``HeteroData``), also every dataset's sampling at seed times (docs/ARCHITECTURE.md,
+"Heterogeneous graphs")."""
 
 from __future__ import annotations
 
@@ -25,15 +23,6 @@ from .typed import TypedEpochs, feature_types
 
 logger = logging.getLogger("ringgnn")
 
-def open_hetero(dataset: Any, what: str) -> HeteroDataset:
-    """``dataset`` (a :class:`HeteroDataset` or a path) opened, refused with a clear error when
-    it is homogeneous."""
-    ds = Dataset.opened(dataset)
-    if not isinstance(ds, HeteroDataset):
-        raise InputError(f"{ds.path}: a homogeneous dataset; {what} takes a heterogeneous one (use NeighborSampler "
-                         "and Loader for homogeneous datasets)")
-    return ds
-
 
 def require_times(ds: Any) -> None:
     """Refuse ``input_time`` on a dataset without edge or node times (nothing to sample at)."""
@@ -44,12 +33,11 @@ def require_times(ds: Any) -> None:
 
 def seed_times(ds: Any, node_type: str, seeds: np.ndarray, input_time: Any, ignore_time: bool, what: str
                ) -> Optional[np.ndarray]:
-    """Each seed's time (parallel to ``seeds``, ids of ``node_type`` of ``ds``) for a node
-    loader ``what`` (:class:`HeteroLoader`, ``ringgnn.Loader``), or None: sampled without times.
-    The one owner of their defaults: ``input_time`` (one integer per seed, or one for all) where
-    given, refused on a dataset without times; else the seeds' node times where their type has
-    them. ``ignore_time`` samples without times, warned where ``ds`` has times; so is a type
-    without node times on a dataset with edge times."""
+    """Each seed's time (parallel to ``seeds``, ids of ``node_type``) for ``what``, or None:
+    sampled without times. ``input_time`` (one integer per seed, or one for all) where given,
+    refused on a dataset without times; else the seeds' node times where their type has them.
+    ``ignore_time`` samples without times, warned where ``ds`` has times, as is a type without
+    node times on a dataset with times."""
     if ignore_time:
         if input_time is not None:
             raise InputError("input_time samples each seed at a time and ignore_time=True samples without times: "
@@ -71,7 +59,7 @@ def seed_times(ds: Any, node_type: str, seeds: np.ndarray, input_time: Any, igno
 
 def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
     """Fanouts per relation (``SRC:REL:DST`` -> list per hop) from one list for every relation
-    or a dict per relation; checked: known relations, every relation given, equal hop counts."""
+    or a dict per relation, checked."""
     if isinstance(fanouts, Mapping):
         out: Dict[str, List[int]] = {}
         for key, value in fanouts.items():
@@ -98,36 +86,26 @@ def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
 
 
 class HeteroNeighborSampler(ProcessLocal):
-    """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (the semantics: docs/ARCHITECTURE.md,
+    """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (docs/ARCHITECTURE.md,
     "Heterogeneous graphs", Sampling).
 
     Args:
-        dataset: a :class:`ringgnn.HeteroDataset` or the path of one (a homogeneous dataset is
-            the one-type case: node type ``node``, relation ``node:to:node``).
+        dataset: a :class:`ringgnn.HeteroDataset` or its path (a homogeneous dataset is the
+            one-type case: node type ``node``, relation ``node:to:node``).
         fanouts: one list for every relation (``[10, 5]`` or ``"10,5"``) or a dict per relation.
-        replace: draw with replacement.
-        backend: ``"auto"`` (see :meth:`placement`: the neighbor files the memory plan holds in
-            memory, the others read with io_uring, else pread), ``"memory"``, ``"uring"`` or
-            ``"pread"``.
-        direct: with io_uring, read with O_DIRECT.
-        seed: random seed.
-        memory: the budget of the whole process the ``auto`` choice is made against (bytes or
-            "2G"; default: what the process holds plus half of what the machine or its memory
-            cgroup leaves).
-        with_edge_ids: also return each sampled edge's position in its relation's file.
-        share: another sampler of the same dataset whose graph (offset indexes and in-memory
-            neighbor files, and so its placement) this one uses: samplers of several
-            configurations (fanouts, seeds) then hold the graph once.
-        disk_backend: how this sampler reads the relations the graph keeps on disk ("uring",
-            "pread", "auto"), instead of the graph's backend.
-        plan: the memory plan (``ringgnn.sampling.plan.plan_hetero``) that placed the files; by
-            default one for the neighbor files alone.
-        temporal_strategy: how a sample at seed times (``input_time``) draws among the edges not
-            newer than its seed: ``"uniform"`` (default) or ``"last"`` (the most recent ones).
-        times: whether the graph is opened with the dataset's edge and node times (default: the
-            given ``plan``'s, or ``share``'s, else True). False opens and holds none of their
-            files (the plan counts no times): for samples without ``input_time``, which are the
-            same either way; ``input_time`` is then refused.
+        replace, direct, seed, with_edge_ids, temporal_strategy: as :class:`ringgnn.NeighborSampler`'s
+            (edge ids: positions in each relation's file).
+        backend: ``"auto"`` (the files the memory plan holds in memory, the others read with
+            io_uring, else pread: :meth:`placement`), ``"memory"``, ``"uring"`` or ``"pread"``.
+        memory: the process's budget the ``auto`` choice is made against (bytes or "2G").
+        share: another sampler of the same dataset whose graph (offset indexes, files held,
+            placement) this one uses.
+        disk_backend: how this sampler reads the relations kept on disk ("uring", "pread",
+            "auto"), instead of the graph's backend.
+        plan: the memory plan (:func:`ringgnn.sampling.plan.plan_hetero`) that placed the files;
+            default: one for the neighbor files alone.
+        times: whether the graph is opened with the dataset's times (default: ``plan``'s, or
+            ``share``'s, else True); False holds none of their files and refuses ``input_time``.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, *, replace: bool = False,
@@ -167,10 +145,8 @@ class HeteroNeighborSampler(ProcessLocal):
         return len(next(iter(self.fanouts.values())))
 
     def plan(self) -> HeteroPlan:
-        """The memory plan this sampler's graph is opened with (``ringgnn.sampling.plan``, the one
-        owner of what is held): the one given (a loader's or a training run's, which also placed
-        the feature files and the cache), else one for the neighbor files alone, made once (what
-        the process holds changes later) with every frontier taken as dense."""
+        """The memory plan this sampler's graph is opened with: the one given, else one for the
+        neighbor files alone, made once, with every frontier taken as dense."""
         if self.share is not None:
             return self.share.plan()
         if self._plan is None:
@@ -180,10 +156,7 @@ class HeteroNeighborSampler(ProcessLocal):
 
     def placement(self) -> Tuple[str, List[str]]:
         """(backend of the relations read from disk, relations whose neighbor file is held in
-        memory), as :meth:`plan` decided: with ``backend="auto"`` the offset indexes are always
-        held, then the neighbor files worth the most bytes saved per byte held that fit the
-        plan's room (half of what ``memory`` leaves beside what the process holds); ``memory``
-        when every file is held. An explicit backend applies to every relation."""
+        memory), as :meth:`plan` decided (``memory`` when every file is held)."""
         return self.plan().placement()
 
     def resolved_backend(self) -> str:
@@ -193,8 +166,7 @@ class HeteroNeighborSampler(ProcessLocal):
         return f"{backend}, {len(held)} of {len(self.dataset.relations)} relations in memory" if held else backend
 
     def graph(self) -> Any:
-        """This process's ``_core.HeteroGraph`` (offset indexes and in-memory neighbor files,
-        loaded once and shared by every thread's sampler), made on first use."""
+        """This process's ``_core.HeteroGraph`` (shared by every thread's sampler), made on first use."""
         if self.share is not None:
             return self.share.graph()
         pid = os.getpid()
@@ -235,12 +207,10 @@ class HeteroNeighborSampler(ProcessLocal):
     def sample_typed(self, seeds: Union[Mapping[str, Any], Sequence[Tuple[str, Any]]], *, epoch: int = 0,
                      batch: int = 0, input_time: Any = None) -> HeteroSample:
         """Sample around seeds of several node types at once (``{"author": ids, "paper": ids}``,
-        or (type, ids) pairs, a type possibly twice: its lists in turn), as PyG's heterogeneous
-        link loader seeds a batch's source and destination endpoints together: each type's seeds
-        are deduplicated in its own id space and every seeded type's frontier starts with them,
-        so ``num_sampled_nodes[t][0]`` (``batch_sizes[t]``) is the number of distinct seeds of
-        ``t``. One type is :meth:`sample`. ``input_time``: seed times in the shape of ``seeds``
-        (a dict by type, or a list parallel to the pairs), each as :meth:`sample` takes them."""
+        or (type, ids) pairs, a type possibly twice), as PyG's heterogeneous link loader seeds
+        a batch's two ends: each type's seeds are deduplicated in its own id space, so
+        ``batch_sizes[t]`` is the number of distinct seeds of ``t``. ``input_time``: seed times
+        in the shape of ``seeds`` (a dict by type, or a list parallel to the pairs)."""
         typed = self._typed_seeds(seeds)
         out = self._sampler().sample_typed(typed, _options.count(epoch, "epoch"), _options.count(batch, "batch"),
                                            self._seed_times(typed, input_time))
@@ -248,12 +218,10 @@ class HeteroNeighborSampler(ProcessLocal):
 
     def sample_many(self, seeds: Sequence[Union[Mapping[str, Any], Sequence[Tuple[str, Any]]]],
                     batches: Sequence[int], *, epoch: int = 0, input_time: Any = None) -> List[HeteroSample]:
-        """Sample batches ``batches[i]`` of epoch ``epoch`` around ``seeds[i]`` (seeds per type, as
-        :meth:`sample_typed`) together, as a *hyperbatch*: hop by hop, each relation's drawn
-        positions of every batch are read in one pass over its file (each page once), so pages
-        several batches need are read once. Sample ``i`` is exactly ``sample_typed(seeds[i],
-        epoch=epoch, batch=batches[i])``, whatever the batches beside it and the backend.
-        ``input_time``: None, or per seed set the times :meth:`sample_typed` takes."""
+        """Sample batches ``batches[i]`` of epoch ``epoch`` around ``seeds[i]`` (as
+        :meth:`sample_typed` takes them) together, as a *hyperbatch*: each relation's file read
+        once per hop for all of them. Sample ``i`` is exactly ``sample_typed(seeds[i],
+        epoch=epoch, batch=batches[i])``. ``input_time``: None, or per seed set its times."""
         if len(seeds) != len(batches):
             raise InputError(f"sample_many: {len(seeds)} seed sets but {len(batches)} batch indices; give one "
                              "batch index per seed set")
@@ -268,8 +236,8 @@ class HeteroNeighborSampler(ProcessLocal):
 
     def bound(self, seeds: Mapping[str, int]) -> Dict[str, Any]:
         """Upper bounds on one sample with ``seeds[t]`` seeds of each type ``t``: ``nodes`` per
-        type, ``edges`` per relation, ``sample_bytes`` (the sample handed out) and
-        ``state_bytes`` (what one batch of a hyperbatch holds at most while it is sampled)."""
+        type, ``edges`` per relation, ``sample_bytes`` and ``state_bytes`` (one batch of a
+        hyperbatch while it is sampled)."""
         return dict(self._sampler().bound({self.dataset.check_type(t): _options.count(n, "seeds")
                                            for t, n in seeds.items()}))
 
@@ -288,7 +256,7 @@ class HeteroNeighborSampler(ProcessLocal):
 
     def _seed_times(self, typed: Sequence[Tuple[str, np.ndarray]], times: Any) -> Optional[List[np.ndarray]]:
         """Seed times parallel to ``typed`` (its (type, ids) pairs), from a dict by type or a list
-        parallel to the pairs; None without times. Refused on a dataset without times."""
+        parallel to the pairs; None without times."""
         if times is None:
             return None
         require_times(self.dataset)
@@ -324,53 +292,25 @@ class HeteroNeighborSampler(ProcessLocal):
 
 
 class HeteroLoader(TypedEpochs):
-    """Mini-batches of a heterogeneous dataset as ``HeteroData``: seeds of the ``target`` type,
-    sampled with :class:`HeteroNeighborSampler`, each type's feature rows gathered from its file
-    (page-coalesced reads, io_uring or pread), labels of the target type as ``y``. Batches are
-    made by ``threads`` threads, their rows gathered ``prefetch`` ahead of the consumer
-    (default 2), and handed out in order; batch ``i`` of epoch ``e`` is the same whatever the
-    threads. Where the plan's batch memory cannot hold even one batch at a time with those, the
-    loader takes one batch ahead (when ``prefetch`` is not given), then one worker, and warns
-    where even that does not fit (:meth:`sizes` says what it took).
+    """Mini-batches of a heterogeneous dataset as ``HeteroData``: seeds of the ``target`` type
+    (``seeds``: a split name, ids, or None for all; shuffled by (seed, epoch)), sampled with
+    :class:`HeteroNeighborSampler`, each type's feature rows gathered, the target's labels as
+    ``y``. The Rust typed loader makes them on ``threads`` threads, ``prefetch`` ahead (default
+    2), in order; a batch is the same whatever the threads, cache or ``hyperbatch`` (batches
+    sampled together, or ``"auto"``: from the plan and probe batches, :meth:`hyperbatch_size`).
 
-    ``seeds``: a split name of the target type (``"train"``), an array of its ids, or None (all).
-    ``shuffle`` permutes them by (seed, epoch); :meth:`set_epoch` picks the epoch.
+    One plan (``self.plan``, :func:`ringgnn.sampling.plan.plan_hetero` within ``memory``;
+    ``plan.text()`` says why) decides which neighbor and feature files are held and the
+    hot-row cache across types (``cache``: None as planned, bytes, 0 for none). Given a
+    ``sampler``, its plan is taken if it was made with the features. ``features``: another
+    loader's readers and cache, shared. Rows read from disk may be staged per hyperbatch
+    (``staging_dir``, ``staging_cap``; :meth:`staged_hyperbatches`), as :class:`ringgnn.Loader` does.
 
-    What is held in memory is decided by one plan (``self.plan``, :func:`ringgnn.sampling.plan.plan_hetero`,
-    within ``memory``; ``plan.text()`` says why): per relation its neighbor file, per type its
-    feature file (``feature_backend="auto"``; ``memory`` holds them all, ``uring``/``pread``
-    none), and the hot-row cache. ``cache``: None lets the plan size it; bytes (or "64M") fix it,
-    0 for none; one budget across the node types, rows ranked by expected hits (out-degree in the
-    sampled relations) per byte held (``ringgnn.sampling.features``); batches are the same with or
-    without it. Given a ``sampler``, its plan decides if it was made with the features (a training
-    run's), else the features and cache are planned in what its placement leaves. ``features``:
-    another loader's ``features`` (the per-type readers and the cache), shared instead of made.
-
-    ``hyperbatch``: batches sampled together (``H`` consecutive batches of the epoch, each
-    relation's file read once per hop for all of them, then each batch's features gathered when it
-    is among the next ``prefetch``), or ``"auto"``: from a share of the plan's budget and probe
-    batches measured (``ringgnn_loader::budget::typed``; 1 when every neighbor file is in memory).
-    Read from disk, one hyperbatch at a time is sampled with all ``threads`` (two at a time where
-    batches gather feature rows: one is gathered while the next is sampled); one batch at a time,
-    each thread samples its own. Batches are the same whatever ``H``; :meth:`hyperbatch_size` says what was
-    chosen and why. A type whose rows are read from disk may *stage* a hyperbatch's rows (one
-    pass over its feature file writes each batch's rows to a staging file in ``staging_dir``,
-    default beside the dataset, at most ``staging_cap`` bytes, default the feature file's size,
-    0 never; then each batch reads its region back) where the cost model finds that cheaper than
-    each batch's random reads, as :class:`ringgnn.Loader` does; the batches are the same, and
-    :meth:`staged_hyperbatches` counts them.
-
-    **At a time** (a dataset with times, docs/USAGE.md, "Sampling at seed times"): each batch is sampled at its
-    seeds' times (``HeteroData[t].seed_time`` per node). ``input_time``: one integer time per seed
-    of ``seeds`` (in their order, before the shuffle), or one for all; by default the target
-    type's node times where it has them (:func:`seed_times`); ``ignore_time=True`` samples without
-    times (warned where the dataset has times). A loader that samples without times opens its
-    graph without them: no time file is opened, held or counted by its plan.
-    ``temporal_strategy``: ``"uniform"`` or ``"last"``, as :class:`HeteroNeighborSampler`.
-
-    The batches are made by the Rust typed loader (``_core.TypedLoader``,
-    ``crates/ringgnn-loader/src/typed``) on its worker pipeline; this class holds the options,
-    the plan, the seeds and their shuffle, and turns each batch into ``HeteroData``.
+    **At a time** (docs/USAGE.md, "Sampling at seed times"): each batch is sampled at its seeds'
+    times (``HeteroData[t].seed_time``): ``input_time`` (one per seed, before the shuffle, or
+    one for all), by default the target's node times (:func:`seed_times`); ``ignore_time=True``
+    samples without times (warned where the dataset has times). ``temporal_strategy``: as
+    :class:`HeteroNeighborSampler`.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, target: str, *,
@@ -389,7 +329,7 @@ class HeteroLoader(TypedEpochs):
         self.seeds = self._seeds(part, seeds)
         self.seed_time = seed_times(ds, self.target, self.seeds, input_time, bool(ignore_time), "HeteroLoader")
         """Each seed's time (parallel to ``seeds``), or None: sampled without times."""
-        self.batch_size = _options.count(batch_size, "batch_size", 1)
+        self._cut_options(batch_size, shuffle, drop_last, None)
         self.feature_backend = _options.backend(feature_backend, "feature_backend")
         self.cache = _options.size(cache, "cache")
         memory = _options.size(memory, "memory")
@@ -408,7 +348,6 @@ class HeteroLoader(TypedEpochs):
                                     fixed_relations=sampler.placement(), times=sampler.times, **plan_args)
         if self.seed_time is not None:
             sampler.require_times()
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.seed = _options.count(seed, "seed")
         self.direct = bool(direct)
         if features is None:
@@ -418,9 +357,6 @@ class HeteroLoader(TypedEpochs):
                              f"{ds.path}; share features between loaders of one dataset")
         super().__init__(sampler, features, self.plan, self.target, part.num_classes is not None, threads=threads,
                          prefetch=prefetch, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap)
-        self.batches: Optional[List[int]] = None
-        """The global indices of the batches an epoch yields (one rank's share under
-        ``torchrun``, see ``ringgnn.training.distributed.shard``); None: all of them, in order."""
 
     def _seeds(self, part: Dataset, spec: Any) -> np.ndarray:
         if isinstance(spec, str) and spec != "all" and spec not in part.split_names:
@@ -434,6 +370,7 @@ class HeteroLoader(TypedEpochs):
         return np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
 
     def _cut(self, a: np.ndarray) -> List[np.ndarray]:
+        """``a`` (in an epoch's order) cut into the epoch's batches (``RowLoader`` cuts its rows)."""
         return [a[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
 
     def batch_seeds(self, epoch: int) -> List[np.ndarray]:
@@ -449,8 +386,7 @@ class HeteroLoader(TypedEpochs):
 
     @property
     def labels(self) -> Optional[np.ndarray]:
-        """Labels of the target type (int64, -1 unlabeled), or None; read on first use (the
-        batches' ``y`` are gathered by the Rust loader from its own copy)."""
+        """Labels of the target type (int64, -1 unlabeled), or None; read on first use."""
         return self.dataset.node_type(self.target).labels
 
     def _times(self, times: Optional[np.ndarray]) -> Optional[List[np.ndarray]]:
@@ -466,19 +402,9 @@ class HeteroLoader(TypedEpochs):
     def make_batch(self, ids: np.ndarray, epoch: int, index: int, times: Any = None) -> Any:
         """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` (at ``times``, one per seed, when
         given) as ``HeteroData``, made on the calling thread."""
-        return self.make_batches([(ids, index, times)], epoch)[0]
-
-    def make_batches(self, job: Sequence[Tuple[Any, ...]], epoch: int) -> List[Any]:
-        """The batches ``job`` = [(seeds, index) or (seeds, index, times), ...] of epoch ``epoch``
-        sampled together (one hyperbatch) on the calling thread: each is exactly
-        :meth:`make_batch` of its own."""
-        batches = []
-        for seeds, b, *times in job:
-            ids = _options.node_ids(seeds)
-            t = times[0] if times else None
-            batches.append((b, ids, None if t is None else _options.seed_times(t, len(ids))))
-        outs = self._make(epoch, [(b, [(self.target, ids)], self._times(t)) for b, ids, t in batches])
-        return [self._data(o, ids) for o, (_, ids, _) in zip(outs, batches)]
+        ids = _options.node_ids(ids)
+        times = None if times is None else _options.seed_times(times, len(ids))
+        return self._data(self._make(epoch, [(index, [(self.target, ids)], self._times(times))])[0], ids)
 
     def _data(self, out: Mapping[str, Any], ids: np.ndarray) -> Any:
         """A core batch (its sample, each type's rows, the labels) as ``HeteroData``."""

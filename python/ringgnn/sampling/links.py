@@ -1,8 +1,6 @@
-"""Link batches: the pairs of :mod:`.pairs` sampled, one at a time (:class:`LinkSampler`, what
-PyG's ``LinkLoader`` drives) or by epochs through the Rust loader (:class:`LinkLoader`), over a
-homogeneous dataset or one relation of a typed one (:class:`HeteroLinkBatches`, also every
-dataset's link batches at times; docs/ARCHITECTURE.md, "Link prediction").
-"""
+"""Link batches: the pairs of :mod:`.pairs` sampled one at a time (:class:`LinkSampler`) or by
+epochs (:class:`LinkLoader`; :class:`HeteroLinkBatches` for a typed relation, and every dataset's
+link batches at times; docs/ARCHITECTURE.md, "Link prediction")."""
 
 from __future__ import annotations
 
@@ -18,26 +16,25 @@ from ..data.dataset import Dataset, PathLike, open_homogeneous, warn_without_tim
 from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
 from .hetero import HeteroLoader, HeteroNeighborSampler
 from .typed import TypedEpochs
-from .loader import CoreReports, Epochs, Loader
+from .loader import CoreReports, Epochs, Loader, require_features
 from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle
 from .sampler import NeighborSampler, SampledSubgraph
 
-#: Bytes of seed lists a link epoch makes and hands the Rust core at a time (a *window* of
-#: batches: their seeds in Python and the core's copy, and each batch's endpoint positions, 24
-#: bytes a seed): the only per-batch state Python holds, counted in the memory plan's reserve.
-#: It also bounds a hyperbatch (one window at most).
+#: Bytes of seed lists a link epoch hands the Rust core at a time (a *window* of batches, 24 bytes
+#: a seed: the only per-batch state Python holds), counted in the plan's reserve; it also bounds
+#: a hyperbatch.
 WINDOW_BYTES = 32 << 20
-#: :class:`ringgnn.Loader`'s options a :class:`LinkLoader` at times takes (those of the typed engine).
+#: :class:`ringgnn.Loader`'s options a :class:`LinkLoader` at times takes (the typed engine's): the
+#: sampler's (the first four), then the batches'.
 TIMED_OPTIONS = ("replace", "backend", "direct", "memory", "threads", "prefetch", "hyperbatch", "staging_dir",
                  "staging_cap")
 
 
 def pair_times(ds: Any, split: Optional[str], n: int, time: Any, ignore_time: bool) -> Optional[np.ndarray]:
-    """The time of each of ``n`` link pairs of ``ds`` (a dataset, or a typed one's relation), at
-    which they are sampled: ``time`` (PyG's ``edge_label_time``), one per pair, by default the
-    times of ``split`` (a stored edge split by time, ``convert --link-split-time``); None without
-    times. The one owner of that decision for link batches: refused, ``time`` on a dataset without
-    times, and pairs without times on a dataset with times (unless ``ignore_time``, which warns)."""
+    """The time of each of ``n`` link pairs of ``ds`` (a dataset, or a typed one's relation):
+    ``time`` (PyG's ``edge_label_time``), by default the times of ``split`` (a stored split by
+    time); None without times. Refused: ``time`` on a dataset without times, and pairs without
+    times on a dataset with times (unless ``ignore_time``, which warns)."""
     if ignore_time:
         if time is not None:
             raise InputError("edge_label_time samples each pair at its time and ignore_time=True samples without "
@@ -72,9 +69,8 @@ class LinkSampler(LinkPairs):
                src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,
                fixed: Optional[np.ndarray] = None, time: Any = None) -> LinkBatch:
         """Sample link batch ``batch`` of epoch ``epoch`` for the positive pairs ``(src[i], dst[i])``;
-        ``time`` (PyG's ``edge_label_time``, one per pair): each pair and its negatives at the pair's
-        time minus one, on the typed engine's one-type case (:meth:`NeighborSampler.sample` with
-        ``input_time``): the batch :class:`LinkLoader` makes of these pairs at these times."""
+        ``time`` (PyG's ``edge_label_time``, one per pair): each pair and its negatives at the
+        pair's time minus one, as :class:`LinkLoader` samples them."""
         if time is not None:
             time = pair_times(self.dataset, None, np.size(src), time, False)
         p = self.pairs(src, dst, epoch=epoch, batch=batch, edge_label=edge_label, src_weight=src_weight,
@@ -85,10 +81,9 @@ class LinkSampler(LinkPairs):
               shuffle: bool = True, drop_last: bool = False, batches: Optional[Sequence[int]] = None,
               negatives: Optional[Any] = None, window: Optional[int] = None) -> Iterator[Tuple[int, LinkBatch]]:
         """``(batch index, LinkBatch)`` for the batches of one epoch over ``edges`` (see
-        :class:`LinkBatches`), sampled ahead by the core sampler's threads (hyperbatches
-        included when the neighbor file is on disk): each exactly :meth:`sample` of its pairs.
-        Make the :class:`NeighborSampler` with ``batch_size`` = the most seeds of a batch
-        (:meth:`LinkPairs.most_seeds`) so that its memory plan holds one."""
+        :class:`LinkBatches`), sampled ahead by the core sampler's threads: each exactly
+        :meth:`sample` of its pairs. Make the :class:`NeighborSampler` with ``batch_size`` = the
+        most seeds of a batch (:meth:`LinkPairs.most_seeds`) so that its memory plan holds one."""
         lb = LinkBatches(self.dataset, self, batch_size, edges, negatives=negatives, shuffle=shuffle,
                          drop_last=drop_last, batches=batches, window=window, backend=self.sampler.backend_choice,
                          direct=self.sampler.direct, ignore_time=True)  # the homogeneous engine: no times
@@ -101,13 +96,11 @@ class LinkSampler(LinkPairs):
 
 
 class LinkBatches(Epochs):
-    """The pairs side of epochs of link batches, shared by :meth:`LinkSampler.epoch`,
-    :class:`LinkLoader` and :class:`HeteroLinkBatches`: the pairs of each batch as
-    :class:`LinkLoader` describes them (negatives drawn by ``pairs``), and the windows of seed
-    lists handed to the Rust core, as many batches at a time as ``WINDOW_BYTES`` holds
-    (``window``: fewer). ``dataset``: where the pairs are (a typed dataset's relation, for
-    :class:`HeteroLinkBatches`); ``file_order``: a batch's positives in the order of the file
-    (ascending positions), not the epoch's."""
+    """The pairs side of epochs of link batches (:meth:`LinkSampler.epoch`, :class:`LinkLoader`,
+    :class:`HeteroLinkBatches`): each batch's pairs as :class:`LinkLoader` describes them, and the
+    windows of seed lists handed to the Rust core (``WINDOW_BYTES``; ``window``: fewer batches).
+    ``dataset``: where the pairs are (a typed dataset's relation); ``file_order``: a batch's
+    positives in file order, not the epoch's."""
 
     def __init__(self, dataset: Dataset, pairs: LinkPairs, batch_size: int, edges: Union[str, Any] = "train", *,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
@@ -122,14 +115,13 @@ class LinkBatches(Epochs):
             dataset, edges, counts=pairs.counts, types=pairs.types)
         #: Each pair's time (parallel to ``edges``), at which it is sampled; None: without times.
         self.time = pair_times(dataset, stored, self.edges.shape[1], time, ignore_time)
-        # A stored split's pairs are read with the project's page-coalesced reader (io_uring, many
-        # reads in flight; O_DIRECT with `direct`), not by faulting the map a page at a time:
-        # a batch's pairs lie on as many random pages as it has pairs.
+        # A stored split's pairs are read with the page-coalesced reader, not by faulting the map
+        # a page at a time: a batch's pairs lie on as many random pages as it has pairs.
         self._pair_file = dataset.edge_split_file(stored) if stored else None
         self._pair_io = ("pread" if backend == "pread" else "auto", bool(direct))
         self._reader: Any = None
         self._reader_pid: Optional[int] = None
-        self.batch_size = _options.count(batch_size, "batch_size", 1)
+        self._cut_options(batch_size, shuffle, drop_last, batches)
         if negatives is not None and pairs.neg_sampling is not None:
             raise InputError("give negatives (fixed candidates) or neg_sampling (drawn), not both")
         self.negatives = None
@@ -141,8 +133,6 @@ class LinkBatches(Epochs):
         self.edge_label = None if edge_label is None else np.asarray(edge_label, np.float32).reshape(-1)
         if self.edge_label is not None and self.edge_label.size != self.edges.shape[1]:
             raise InputError(f"edge_label needs one value per pair ({self.edges.shape[1]}), got {self.edge_label.size}")
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
-        self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
         # Batches per window: what WINDOW_BYTES holds (or fewer, when asked).
         most = max(1, WINDOW_BYTES // (24 * self.most_seeds()))
         self.window = most if window is None else min(most, _options.count(window, "window", 1))
@@ -156,8 +146,8 @@ class LinkBatches(Epochs):
         return self.edges.shape[1]
 
     def positions(self, epoch: int, start: int, stop: int) -> np.ndarray:
-        """Positions in ``edges`` of the epoch's pairs ``start`` to ``stop`` (in batch order):
-        a :class:`Shuffle` keyed by (seed, epoch), or the identity without ``shuffle``."""
+        """Positions in ``edges`` of the epoch's pairs ``start`` to ``stop`` (a :class:`Shuffle`
+        keyed by (seed, epoch), or the identity without ``shuffle``)."""
         i = np.arange(start, min(stop, self.edges.shape[1]), dtype=np.int64)
         if not self.shuffle:
             return i
@@ -190,9 +180,8 @@ class LinkBatches(Epochs):
             return np.asarray(self.edges[:, positions])
         if self._reader is None or self._reader_pid != os.getpid():  # a reader's ring is per process
             path, rows = self._pair_file
-            # 16-byte rows, 256 to a page: exactly the feature-file layout of 4 float32 columns,
-            # so the feature reader reads them; the bytes come back untouched and are viewed as
-            # the int64 pairs they are.
+            # 16-byte rows, 256 to a page: the feature-file layout of 4 float32 columns, so the
+            # feature reader reads them; the bytes come back untouched, viewed as int64 pairs.
             self._reader = _core.FeatureReader.matrix(path, rows, 4, backend=self._pair_io[0],
                                                       direct=self._pair_io[1])
             self._reader_pid = os.getpid()
@@ -223,37 +212,21 @@ class LinkLoader(LinkBatches, CoreReports):
     """Epochs of link batches as PyG ``Data``, sampled and gathered ahead by the Rust loader.
 
     Each batch is ``batch_size`` positive pairs of ``edges`` (an edge split's name, default
-    ``train``, read from its file as batches need them; or pairs), in an order shuffled by
-    (seed, epoch) (:class:`Shuffle`: no permutation is held), plus negatives: sampled
-    (``neg_sampling``, as :class:`LinkSampler`) or fixed (``negatives``, an ``(n, K)`` array of
-    destinations per pair, e.g. ``dataset.edge_negatives("val")``). The batches are exactly
-    :class:`LinkSampler`'s for the same pairs, epoch and batch index, whatever the backend,
-    hyperbatch size or threads: a link batch is the node batch of its endpoints, and the loader
-    samples that with the (seed, epoch, batch) stream.
+    ``train``, or pairs) in an order shuffled by (seed, epoch), plus negatives: sampled
+    (``neg_sampling``) or fixed (``negatives``, ``(n, K)`` destinations per pair). The batches
+    are :class:`LinkSampler`'s for the same pairs, epoch and batch index, whatever the backend,
+    hyperbatch or threads. Each ``Data`` has :class:`ringgnn.Loader`'s attributes (the dataset
+    must have features), ``input_id`` (positions of the positives in ``edges``), and
+    ``edge_label_index``/``edge_label`` (binary or no negatives) or ``src_index``/
+    ``dst_pos_index``/``dst_neg_index`` (triplet or fixed), as PyG's ``LinkNeighborLoader``.
+    ``share``: a :class:`LinkLoader` or :class:`ringgnn.Loader` whose engine this one uses; the
+    other keyword arguments are :class:`ringgnn.Loader`'s.
 
-    The dataset must have node features, at times or not (as :class:`ringgnn.Loader`). Each
-    ``Data`` has what :class:`ringgnn.Loader` gives (``x``, ``y``, ``edge_index``, ``n_id``,
-    ``batch_size`` = the number of seed nodes, ``num_sampled_nodes``/``edges``), ``input_id``
-    (positions of the positives in ``edges``), and ``edge_label_index`` with ``edge_label``
-    (binary or no negatives) or ``src_index``/``dst_pos_index``/``dst_neg_index`` (triplet or
-    fixed negatives), positions in ``n_id``, as PyG's ``LinkNeighborLoader``.
-
-    ``share``: another :class:`LinkLoader` (or :class:`ringgnn.Loader`) of the same dataset and
-    fanouts whose engine this one uses. The other keyword arguments are :class:`ringgnn.Loader`'s
-    (``memory``, ``cache``, ``backend``, ``hyperbatch`` ...); its memory plan is made for the
-    most seed nodes one batch can have, and its reserve counts the seed lists of a window
-    (``WINDOW_BYTES``; ``window`` batches at most, when given).
-
-    **At times** (a dataset with times, ``docs/FORMAT.md`` "Times"): ``edge_label_time`` (PyG's
-    name), one time per pair, samples each pair and its negatives at the pair's time minus one
-    (``ringgnn.sampling.pairs``), through the typed engine (:class:`HeteroLinkBatches` over the
-    one-type case, relation ``node:to:node``); each ``Data`` then also has ``seed_time`` (per node,
-    the time it was sampled at: a node of two pairs at two times is two nodes) and
-    ``edge_label_time``. Pairs without times on a dataset with times are refused;
-    ``ignore_time=True`` samples them on every edge (warned: a leak). At times the loader takes
-    ``temporal_strategy`` (``uniform`` or ``last``) and of :class:`ringgnn.Loader`'s options those
-    of the typed engine (:data:`TIMED_OPTIONS`); :meth:`plan` and :meth:`stats` are then the typed
-    engine's (:attr:`typed`), as :class:`ringgnn.Loader`'s at times.
+    **At times**: ``edge_label_time``, one time per pair, samples each pair and its negatives at
+    the pair's time minus one on the typed engine (:attr:`typed`); each ``Data`` then also has
+    ``seed_time`` and ``edge_label_time``. On a dataset with times, pairs without times are
+    refused unless ``ignore_time=True`` (warned: a leak). At times the loader takes
+    ``temporal_strategy`` and of :class:`ringgnn.Loader`'s options :data:`TIMED_OPTIONS`.
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
@@ -264,9 +237,7 @@ class LinkLoader(LinkBatches, CoreReports):
                  ignore_time: bool = False, temporal_strategy: str = "uniform", **loader_opts: Any):
         ds = Dataset.opened(dataset)
         timed = not ignore_time and (edge_label_time is not None or ds.has_times)
-        ds = open_homogeneous(ds, "LinkSampler", samples=not timed)
-        if ds.feature_dim is None:  # as ringgnn.Loader, at times or not: batches carry x
-            raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
+        ds = require_features(open_homogeneous(ds, "LinkSampler", samples=not timed))
         if isinstance(share, LinkLoader) and share.typed is not None:
             raise InputError("share=: that LinkLoader samples at times, on the typed engine, whose engine is not "
                              "shared; leave share out")
@@ -279,20 +250,17 @@ class LinkLoader(LinkBatches, CoreReports):
                          direct=loader_opts.get("direct", False), time=edge_label_time, ignore_time=not timed)
         self.epoch = 0
         self.last_epoch: Dict[str, float] = {}
-        #: At times: the typed engine's batches of these pairs (None: the homogeneous engine's),
-        #: whose plan and feature counters :meth:`plan` and :meth:`stats` give.
+        #: At times: the typed engine's batches of these pairs; else None.
         self.typed: Optional[HeteroLinkBatches] = None
         #: The homogeneous engine's node loader of the batches' seeds (None at times).
         self._loader: Optional[Loader] = None
-        # The seeds a look-ahead for the hot-row cache samples from: the endpoints of the
-        # first epoch's first batches (bounded, whatever the split's size).
         ends = np.zeros(0, np.int64)
         if base is None:
             look = loader_opts.get("presample_batches", 64) * self.batch_size
             first = self.positions(0, 0, min(look, self.edges.shape[1]))
             ends = np.unique(self.read_pairs(np.sort(first)))
-        #: The nodes a look-ahead over this loader's batches starts from (the hot-row cache's,
-        #: and a GPU tier's, ``ringgnn.sampling.cuda``): the first batches' endpoints.
+        #: The nodes a look-ahead for the hot-row cache (and a GPU tier's) samples from: the
+        #: endpoints of the first epoch's first batches.
         self.seeds = ends
         if timed:
             self.typed = self._at_times(edges, fanouts, share, temporal_strategy, loader_opts)
@@ -311,17 +279,15 @@ class LinkLoader(LinkBatches, CoreReports):
             raise InputError(f"{', '.join(refused)}: not taken by a LinkLoader at times, which samples on the typed "
                              f"engine (it takes {', '.join(TIMED_OPTIONS)}); leave {them} out, or give "
                              "ignore_time=True")
-        sampled = ("replace", "backend", "direct", "memory")
         sampler = HeteroNeighborSampler(self.dataset, {HOMOGENEOUS_RELATION: _options.fanouts(fanouts)},
                                         seed=self.pairs.seed, temporal_strategy=strategy,
-                                        **{k: v for k, v in opts.items() if k in sampled})
+                                        **{k: v for k, v in opts.items() if k in TIMED_OPTIONS[:4]})
         return HeteroLinkBatches(self.dataset, HOMOGENEOUS_RELATION, sampler, batch_size=self.batch_size,
                                  seed=self.pairs.seed, neg_sampling=self.pairs.neg_sampling, negatives=self.negatives,
                                  edge_label=self.edge_label, shuffle=self.shuffle, drop_last=self.drop_last,
                                  batches=self.batches, window=self.window, time=self.time,
                                  pairs=edges if self._pair_file is not None else self.edges,
-                                 **{k: v for k, v in opts.items() if k in ("threads", "prefetch", "hyperbatch",
-                                                                           "staging_dir", "staging_cap")})
+                                 **{k: v for k, v in opts.items() if k in TIMED_OPTIONS[4:]})
 
     @property
     def _core(self) -> Any:
@@ -335,16 +301,12 @@ class LinkLoader(LinkBatches, CoreReports):
         return self._loader.fanouts
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, self.epoch = self.epoch, self.epoch + 1
+        epoch = self._next_epoch()
         if self.typed is not None:
-            self.typed.epoch, self.typed.batches = epoch, self.batches
-            totals = self.last_epoch = dict(batches=0)
-            for data in self.typed:
-                totals["batches"] += 1
+            for _, data in self._typed_epoch(epoch):
                 yield one_type_data(data)
             return
-        totals = self._loader._new_totals()
-        self.last_epoch = totals
+        totals = self.last_epoch = self._loader._new_totals()
         for made, it in self.windows(epoch, self._core):
             for index, data in self._loader._batches(it, totals):
                 made[int(index)].put(data)
@@ -366,26 +328,19 @@ def one_type_data(data: Any) -> Any:
 
 
 class HeteroLinkBatches(LinkBatches, TypedEpochs):
-    """The link batches of relation ``S:R:D`` of a typed dataset, as ``HeteroData``: the pairs of
-    :class:`LinkBatches` (``batch_size`` positives of the epoch's keyed order, in file order;
-    ``ceil(neg_ratio * n)`` binary negatives, source over ``S`` and destination over ``D``, uniform
-    or by in-degree (``neg_weight``), from the (seed, "lneg", epoch, batch) stream; or any
-    ``neg_sampling``, or fixed ``negatives``, as :class:`LinkLoader`), each end's distinct ids
-    seeding one typed sample (:meth:`HeteroNeighborSampler.sample_typed`; one type when ``S = D``),
-    features gathered per type. ``data[S, R, D]`` holds ``edge_label_index`` (positions in
-    ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
-    ``LinkNeighborLoader``. The batches are made by the Rust typed loader as
-    :class:`ringgnn.HeteroLoader`'s (``threads``, ``prefetch``, ``hyperbatch``, ``staging_dir``,
-    ``staging_cap`` as there), over the pairs of a window of batches at a time
-    (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
-    ``pairs`` (2, n): the positives (default the relation's ``train`` split). ``features``: a
-    loader's feature readers and cache, shared (default: made, each type's rows read with the
-    sampler's ``backend``).
+    """The link batches of relation ``S:R:D`` of a typed dataset as ``HeteroData``: the pairs of
+    :class:`LinkBatches` (negatives: ``ceil(neg_ratio * n)`` binary ones drawn over ``S`` and
+    ``D``, uniform or by in-degree, ``neg_weight``; or ``neg_sampling`` or fixed ``negatives``, as
+    :class:`LinkLoader`), each end's distinct ids seeding one typed sample
+    (:meth:`HeteroNeighborSampler.sample_typed`), rows gathered per type, and on ``data[S, R, D]``
+    ``edge_label_index`` (positions in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and
+    ``input_id``, as PyG's ``LinkNeighborLoader``. Made by the Rust typed loader with
+    :class:`ringgnn.HeteroLoader`'s options; the batches are the same whatever those. ``pairs``
+    (2, n): the positives (default the ``train`` split); ``features``: a loader's, shared.
 
-    **At times** (``time``, one per pair, PyG's ``edge_label_time``; required on a dataset with
-    times unless ``ignore_time``): each pair and its negatives are sampled at the pair's time
-    minus one (``ringgnn.sampling.pairs``), each distinct (node, time) end a seed sampled at its
-    time (``data[t].seed_time``), and ``data[S, R, D].edge_label_time`` holds the pairs' times."""
+    **At times** (``time``, one per pair; required on a dataset with times unless
+    ``ignore_time``): each pair and its negatives are sampled at the pair's time minus one
+    (``data[t].seed_time``; ``data[S, R, D].edge_label_time`` holds the pairs' times)."""
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
                  batch_size: int, neg_ratio: Optional[float] = None, seed: int, shuffle: bool = True,
@@ -409,7 +364,7 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
             sampler.require_times()
         if features is None:  # the readers (and cache) a loader of this sampler would make
             # It samples nothing: its one seed's time only keeps it from warning of sampling without times.
-            # Rows are read with the sampler's backend choice, as `ringgnn.Loader`'s `backend` reads both.
+            # Rows are read with the sampler's backend, as ringgnn.Loader's `backend` reads both.
             at = dict(ignore_time=True) if self.time is None else dict(input_time=0)
             features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler,
                                     feature_backend=sampler.backend_choice, **at).features

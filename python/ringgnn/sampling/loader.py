@@ -1,13 +1,11 @@
-"""``ringgnn.Loader``: mini-batches as PyG ``Data``, sampled and gathered ahead by the Rust loader
-within one memory budget; at seed times, the typed loader's batches of the one type
-(docs/USAGE.md, "Sampling"; docs/ARCHITECTURE.md, "The pipelined loader").
-"""
+"""``ringgnn.Loader``: mini-batches as PyG ``Data`` from the Rust loader; at seed times, the typed
+loader's batches of the one type (docs/ARCHITECTURE.md, "The pipelined loader")."""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Iterator, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -18,8 +16,7 @@ from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_typ
 from .base import Epochs
 from .hetero import HeteroLoader, seed_times
 
-#: Options of the homogeneous engine alone, with their defaults: at seed times (the typed engine)
-#: another value is refused.
+#: Options of the homogeneous engine alone, with their defaults: refused at seed times.
 _HOMOGENEOUS_ONLY = dict(cache_policy="presample", presample_batches=64, reserve=None, hold=2, spill="auto",
                         processes=1)
 
@@ -27,10 +24,8 @@ logger = logging.getLogger("ringgnn")
 
 
 class CoreReports:
-    """What a loader over an engine reports: :class:`Loader` and
-    ``ringgnn.sampling.links.LinkLoader``, over a ``_core.Loader`` (``_core``) or, at seed times,
-    over the typed engine's epochs (``typed``: a ``HeteroLoader``, or the ``HeteroLinkBatches``
-    of a ``LinkLoader``), whose plan and feature counters it gives."""
+    """What :class:`Loader` and ``LinkLoader`` report and how they run an epoch, over a
+    ``_core.Loader`` (``_core``) or, at seed times, the typed engine's epochs (``typed``)."""
 
     _core: Any
     #: At seed times, the typed engine's epochs that make the batches; else None.
@@ -38,39 +33,51 @@ class CoreReports:
     last_epoch: Dict[str, float]
 
     def plan(self) -> Dict[str, Any]:
-        """How the memory budget was split (bytes per part, ``text`` for people); at seed times
-        the typed plan's ``text``."""
+        """How the memory budget was split (bytes per part, ``text`` for people; at seed times
+        the typed plan's ``text``)."""
         if self.typed is not None:
             return dict(text=self.typed.plan.text(), note="")
         return dict(self._core.plan())
 
     def stats(self) -> Dict[str, Any]:
-        """Counters of the loader (shared by loaders made with ``share=``): batches, worker
-        seconds sampling and gathering, feature rows, cache hits and hit rate, pages and bytes
-        read, the cache's rows and bytes, the look-ahead's batches and seconds, the backends. At
-        seed times: the last epoch's batches and the typed engine's feature reads per type."""
+        """Counters of the engine (shared by loaders made with ``share=``): batches, worker
+        seconds, feature rows, cache hits, pages and bytes read, the backends; at seed times the
+        last epoch's batches and the typed engine's feature reads per type."""
         if self.typed is not None:
             return dict(batches=self.last_epoch.get("batches", 0), features=self.typed.feature_stats())
         return dict(self._core.stats())
 
     @property
     def backend(self) -> str:
-        """How neighbor lists are read (``memory``, ``uring``, ``pread``); at seed times, as the
-        typed plan reads the relation (``HeteroNeighborSampler.resolved_backend``)."""
+        """How neighbor lists are read (``memory``, ``uring``, ``pread``; at seed times
+        ``HeteroNeighborSampler.resolved_backend``)."""
         return self.typed.sampler.resolved_backend() if self.typed is not None else self._core.backend
 
     @property
     def feature_backend(self) -> Optional[str]:
-        """How feature rows are read (``memory``, ``uring``, ``pread``); at seed times, as the
-        typed engine's readers read the one type's rows (``memory``: its file held). Both loaders
-        refuse a dataset without features, at times or not."""
+        """How feature rows are read (``memory``, ``uring``, ``pread``)."""
         if self.typed is not None:
             return self.typed.features.backends.get(HOMOGENEOUS_TYPE)
         return self._core.feature_backend
 
+    def _next_epoch(self) -> int:
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        return epoch
+
+    def _typed_epoch(self, epoch: int) -> Iterator[Tuple[int, Any]]:
+        """(global index, ``HeteroData``) of epoch ``epoch``'s batches at seed times, counted."""
+        self.typed.epoch, self.typed.batches = epoch, self.batches
+        totals = self.last_epoch = dict(batches=0)
+        for b, batch in zip(self.epoch_order(), self.typed):
+            totals["batches"] += 1
+            yield b, batch
+
 
 class Loader(CoreReports, Epochs):
-    """Iterate over mini-batches of ``split`` (or an array of seed ids), one epoch per ``iter()``.
+    """Iterate over mini-batches of ``split`` (or an array of seed ids) as PyG ``Data``, one epoch
+    per ``iter()`` (:meth:`set_epoch` sets the next). A batch depends only on (seed, epoch, batch
+    index): it is what :class:`NeighborSampler` with the same fanouts and seed samples, whatever
+    the backend, threads or cache.
 
     Args:
         dataset: a :class:`Dataset` or its path; it must have features.
@@ -78,67 +85,41 @@ class Loader(CoreReports, Epochs):
         batch_size: seeds per batch (the largest batch; the memory plan is sized for it).
         split: a split name, an array of node ids, or None for all nodes.
         shuffle, drop_last: as in PyTorch's ``DataLoader``.
-        cache: bytes of hot feature rows kept in memory (``"512M"`` works too); None: what the
-            budget leaves; 0: none.
-        cache_policy: ``"presample"`` (rows the batches touch most, counted by sampling
-            ``presample_batches`` batches of this loader's seeds ahead) or ``"degree"``.
-        memory: the budget of the whole process (``"4G"`` works too); None: half the
-            available memory. ``reserve`` of it is left to the caller.
-        reserve: bytes the caller needs besides the loader (default: what this process already
-            uses, i.e. the Python runtime, PyTorch and anything loaded so far).
-        prefetch: gathered batches held ahead of training (default: one per thread, or 1 when
-            the budget is tight).
-        hold: batches your loop holds while it asks for the next, for the memory plan: 2 for a
-            plain ``for batch in loader`` (the loop variable keeps the previous batch alive),
-            1 if you ``del batch`` before the next one (as ``ringgnn train`` does).
         batches: which batches of each epoch to produce, by global index (e.g. one rank's
             share); each is exactly the batch a whole epoch gives at that index. Default: all.
+        cache: bytes of hot feature rows kept in memory (``"512M"`` works too); None: what the
+            budget leaves; 0: none.
+        cache_policy: ``"presample"`` (rows the first ``presample_batches`` batches touch most)
+            or ``"degree"``.
+        memory, reserve: the budget of the whole process (``"4G"`` works too; None: half the
+            available memory) and what of it the caller needs (default: what it already uses).
+        prefetch: gathered batches held ahead (default: one per thread, 1 when the budget is tight).
+        hold: batches your loop holds while it asks for the next: 2 for a plain ``for batch in
+            loader``, 1 if you ``del batch`` before the next one.
         hyperbatch: batches sampled together when the neighbor file is read from disk (see
-            :class:`NeighborSampler`): ``"auto"`` (default) or a number. With feature rows on
-            disk too, a hyperbatch's rows are read either batch by batch or *staged*: one pass
-            over the feature file writes each batch's rows the cache lacks to a staging file,
-            and each batch reads them back sequentially; a cost model chooses per hyperbatch
-            (``stats()`` counts its choices).
-        staging_dir: where the staging file goes (on the SSD; default: the dataset's parent
-            directory), and the spill file of hyperbatches that write their finished samples
-            to disk; both are unlinked at once, so nothing is left behind.
-        staging_cap: bytes the staging file may hold (default: the feature file's size; 0: never
-            stage).
-        spill: whether a hyperbatch writes each finished sample to a spill file (in
-            ``staging_dir``) and reads it back when its turn comes, keeping in memory only the
-            row ids its staging pass reads: ``"auto"`` (default: when that fits more batches in
-            the memory plan's share than keeping them), ``"on"`` or ``"off"``. Batches do not
-            depend on it.
-        backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows.
-        feature_backend: the same choice for feature rows alone (default: ``backend``), e.g.
-            ``"memory"`` with ``backend="uring"`` to hold the features but sample from disk.
+            :class:`NeighborSampler`); with feature rows on disk too, a cost model chooses per
+            hyperbatch whether to *stage* its rows (one pass over the feature file).
+        staging_dir, staging_cap: where the staging and spill files go (default: the dataset's
+            parent; unlinked at once), and bytes the staging file may hold (0: never stage).
+        spill: ``"auto"``, ``"on"`` or ``"off"``, as :class:`NeighborSampler`'s.
+        backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows;
+            ``feature_backend``: for feature rows alone.
         direct, threads, seed: as for :class:`NeighborSampler`.
-        share: another :class:`Loader` of the same dataset and fanouts whose engine (threads'
-            configuration, cache, labels, budget) this one uses, e.g. the val and test loaders
-            sharing the train loader's; the options above other than ``batch_size``, ``split``,
-            ``shuffle``, ``drop_last`` and ``batches`` are then taken from it (a larger
-            ``batch_size`` than the shared loader's is accepted while its memory plan still fits).
-        processes: processes on this machine that each run a loader (the local ranks of a
-            ``torchrun`` job): the default ``threads`` and ``memory`` are this process's equal
-            share of the machine's cores and available memory.
-        input_time: each seed's time (one integer per seed of ``split``, in its order, or one
-            for all); by default, on a dataset with node times, each seed's node time.
-        ignore_time: sample without times on a dataset with times (warned: a seed's neighborhood
-            may then hold its future).
-        temporal_strategy: at seed times, ``"uniform"`` (default) or ``"last"``, as
-            :class:`ringgnn.HeteroNeighborSampler`.
+        share: another :class:`Loader` of the same dataset and fanouts whose engine (threads,
+            cache, labels, budget) this one uses; options other than ``batch_size``, ``split``,
+            ``shuffle``, ``drop_last`` and ``batches`` are then taken from it.
+        processes: processes on this machine that each run a loader (a ``torchrun`` job's local
+            ranks): the default ``threads`` and ``memory`` are this process's equal share.
+        input_time: each seed's time (one integer per seed of ``split``, or one for all); by
+            default, on a dataset with node times, each seed's node time.
+        ignore_time: sample without times on a dataset with times (warned).
+        temporal_strategy: at seed times, ``"uniform"`` (default) or ``"last"``.
 
-    Epochs count up from 0 with each ``iter()``; :meth:`set_epoch` sets the next one. A batch
-    depends only on (seed, epoch, batch index): it is what :class:`NeighborSampler` with the
-    same fanouts and seed samples, whatever the backend, threads or cache.
-
-    At seed times (docs/USAGE.md, "Sampling at seed times"; ``seed_time`` holds each seed's time, parallel to
-    ``seeds``) the batches are :class:`ringgnn.HeteroLoader`'s of the dataset's one type, with the
-    same seeds, times and options (:attr:`typed`; :meth:`plan` gives its plan's ``text``,
-    :meth:`stats` the epoch's batches and its feature reads), converted; ``cache_policy``,
-    ``presample_batches``, ``reserve``, ``hold``, ``spill`` and ``processes`` are options of the
-    homogeneous engine alone, refused there. ``share`` then shares the typed loader's graph,
-    feature readers and cache.
+    At seed times (docs/USAGE.md, "Sampling at seed times"; :attr:`seed_time`) the batches are
+    :class:`ringgnn.HeteroLoader`'s of the dataset's one type (:attr:`typed`), converted, each
+    with ``seed_time``; ``cache_policy``, ``presample_batches``, ``reserve``, ``hold``, ``spill``
+    and ``processes`` are then refused, and ``share`` shares the typed loader's graph, feature
+    readers and cache.
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
@@ -151,14 +132,9 @@ class Loader(CoreReports, Epochs):
                  staging_dir: Optional[PathLike] = None, staging_cap: Union[None, int, str] = None,
                  spill: str = "auto", share: Optional["Loader"] = None, processes: int = 1, input_time: Any = None,
                  ignore_time: bool = False, temporal_strategy: str = "uniform"):
-        self.dataset = open_homogeneous(dataset, "Loader")
-        if self.dataset.feature_dim is None:
-            raise InputError(f"{self.dataset.path}: the dataset has no node features; rebuild it with --features")
+        self.dataset = require_features(open_homogeneous(dataset, "Loader"))
         self.fanouts = _options.fanouts(fanouts)
-        self.batch_size = _options.count(batch_size, "batch_size", 1)
-        self.shuffle = bool(shuffle)
-        self.drop_last = bool(drop_last)
-        self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
+        self._cut_options(batch_size, shuffle, drop_last, batches)
         self.seeds = _options.seeds(self.dataset, split, "split")
         self.seed_time = seed_times(self.dataset, HOMOGENEOUS_TYPE, self.seeds, input_time, bool(ignore_time), "Loader")
         """Each seed's time (parallel to ``seeds``), or None: sampled without times."""
@@ -191,8 +167,7 @@ class Loader(CoreReports, Epochs):
         elif share is not None:
             self._core = share._core
         else:
-            # Batches are PyG `Data` of torch tensors: import them now, so that the default
-            # reserve (what this process holds) counts them.
+            # Import torch and PyG now, so that the default reserve (what this process holds) counts them.
             import torch  # noqa: F401
             from torch_geometric.data import Data  # noqa: F401
 
@@ -217,14 +192,19 @@ class Loader(CoreReports, Epochs):
             if reason:
                 logger.warning("ringgnn: reading with pread: %s", reason)
         self.epoch = 0
-        #: Per-epoch totals of the last epoch iterated: batches, worker seconds sampling,
-        #: waiting for their turn (the prefetch bound) and gathering, bytes read, cache hits.
+        #: Totals of the last epoch iterated: batches, worker seconds sampling, waiting for
+        #: their turn and gathering, bytes read, cache hits.
         self.last_epoch: Dict[str, float] = {}
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, self.epoch = self.epoch, self.epoch + 1
+        epoch = self._next_epoch()
         if self.typed is not None:
-            yield from self._at_times(epoch)
+            order, n = self.typed._order(epoch), self.batch_size
+            for b, batch in self._typed_epoch(epoch):
+                data = _one_type(batch, order[b * n:(b + 1) * n], self.seeds, self.seed_time)
+                del batch
+                yield data
+                del data
             return
         # Positions of the seeds in `self.seeds`, to report `input_id` as PyG does.
         where = {int(s): i for i, s in enumerate(self.seeds.tolist())} if len(self.seeds) < 1 << 22 else None
@@ -236,20 +216,6 @@ class Loader(CoreReports, Epochs):
             yield data
             del data  # the generator keeps no batch alive once the consumer asks for the next
 
-    def _at_times(self, epoch: int) -> Iterator[Any]:
-        """Epoch ``epoch``'s batches at seed times: the typed loader's, each converted to ``Data``
-        (:func:`_one_type`), ``input_id`` from its seeds' positions in the epoch's order."""
-        typed = self.typed
-        typed.epoch, typed.batches = epoch, self.batches
-        order, n = typed._order(epoch), self.batch_size
-        totals = self.last_epoch = dict(batches=0)
-        for b, batch in zip(self.epoch_order(), typed):
-            totals["batches"] += 1
-            data = _one_type(batch, order[b * n:(b + 1) * n], self.seeds, self.seed_time)
-            del batch
-            yield data
-            del data
-
     def _new_totals(self) -> Dict[str, float]:
         """Zeroed per-epoch totals, which become :attr:`last_epoch`."""
         self.last_epoch = dict(batches=0, sample=0.0, wait=0.0, gather=0.0, bytes_read=0, pages_read=0,
@@ -258,7 +224,7 @@ class Loader(CoreReports, Epochs):
 
     def _batches(self, it: Any, totals: Dict[str, float]) -> Iterator[Any]:
         """``(global batch index, Data)`` for each batch of a core epoch ``it``, counted in
-        ``totals`` (``ringgnn.sampling.links.LinkLoader`` adds its pairs to the same batches)."""
+        ``totals`` (``LinkLoader`` adds its pairs to them)."""
         import torch
         from torch_geometric.data import Data
 
@@ -280,6 +246,13 @@ class Loader(CoreReports, Epochs):
     def __repr__(self) -> str:
         return (f"Loader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "
                 f"{len(self.seeds)} seeds, backend={self.backend!r}, features={self.feature_backend!r})")
+
+
+def require_features(ds: Dataset) -> Dataset:
+    """``ds``, refused where it has no node features (a loader's batches carry ``x``)."""
+    if ds.feature_dim is None:
+        raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
+    return ds
 
 
 def _one_type(batch: Any, positions: np.ndarray, seeds: np.ndarray, times: np.ndarray) -> Any:

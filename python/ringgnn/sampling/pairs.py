@@ -1,7 +1,6 @@
-"""The pairs of link batches, before any sampling, for both kinds of dataset: negatives (PyG's
-``LinkNeighborLoader``, ``disjoint=False``), seeds and positions, an epoch's order, and their
-times (docs/ARCHITECTURE.md, "Link prediction"; at times: docs/USAGE.md, "Sampling at seed times").
-"""
+"""The pairs of link batches before sampling, for both kinds of dataset: negatives (as PyG's
+``LinkNeighborLoader``), seeds and positions, an epoch's order, and their times
+(docs/ARCHITECTURE.md, "Link prediction")."""
 
 from __future__ import annotations
 
@@ -69,10 +68,8 @@ class LinkBatch:
 
 class Shuffle(Feistel):
     """A pseudo-random permutation of ``range(n)`` keyed by ``key`` (e.g. seed and epoch), in
-    O(1) memory: position ``i`` of the order is ``perm(i)`` (an array of positions, as int64),
-    computed when asked for, so an epoch over billions of pairs holds no permutation array. A
-    4-round :class:`ringgnn.data.generate.Feistel` (``4^h >= n``): a bijection, so every pair
-    comes once an epoch."""
+    O(1) memory: position ``i`` of the order is ``perm(i)`` (int64 arrays), computed when asked
+    for. A 4-round :class:`ringgnn.data.generate.Feistel`: a bijection."""
 
     ROUNDS = 4
 
@@ -85,9 +82,9 @@ class Shuffle(Feistel):
 
 @dataclass
 class Pairs:
-    """A link batch's pairs, before sampling: its seed nodes (sorted unique endpoints; of two
+    """A link batch's pairs before sampling: its seed nodes (sorted unique endpoints; of two
     types, the sources' then the destinations', ``split`` of them sources) and where each
-    endpoint is among them (among its type's)."""
+    endpoint is among them."""
 
     seeds: Optional[np.ndarray]
     inverse: np.ndarray
@@ -130,7 +127,7 @@ class Pairs:
         """Set the pairs on ``store`` (a PyG ``Data``, or a ``HeteroData``'s relation) as PyG's
         ``LinkNeighborLoader`` does: ``input_id``, ``edge_label_index`` and ``edge_label``, or
         ``src_index``/``dst_pos_index``/``dst_neg_index``; at times ``edge_label_time``."""
-        import torch  # the batches of PyG's types: torch only where they are made
+        import torch
 
         lb = self.batch(None)
         store.input_id = torch.from_numpy(np.ascontiguousarray(self.positions, dtype=np.int64))
@@ -148,10 +145,8 @@ class Pairs:
 
 class LinkPairs:
     """Turns the positive pairs of a link batch into its seeds, drawing its negatives from the
-    (seed, epoch, batch) stream: what :class:`LinkSampler`, :class:`LinkLoader` and
-    :class:`HeteroLinkBatches` share. ``types``: a typed dataset's relation's (source,
-    destination) node types, each end's ids and negatives in its own type (None: the one type
-    of a homogeneous dataset, its one-type case)."""
+    (seed, epoch, batch) stream. ``types``: a typed relation's (source, destination) node types,
+    each end's ids and negatives in its own type (None: a homogeneous dataset's one type)."""
 
     def __init__(self, dataset: Any, seed: int, neg_sampling: Optional[NegativeSampling] = None,
                  types: Optional[Tuple[str, str]] = None):
@@ -165,8 +160,7 @@ class LinkPairs:
         self._time_order: Dict[str, Optional[Tuple[np.ndarray, np.ndarray]]] = {}
 
     def degrees(self, side: int) -> np.ndarray:
-        """The in-degree of every node of an end's type, in the relations that enter the type (of a
-        homogeneous dataset: in its graph)."""
+        """The in-degree of every node of an end's type, in the relations that enter the type."""
         deg = np.zeros(self.counts[side], np.int64)
         for r in self.dataset.relations:
             if parse_edge_type(r)[2] == self._ends[side]:
@@ -185,10 +179,10 @@ class LinkPairs:
 
     def negatives(self, count: int, rng: np.random.Generator, weight: Optional[np.ndarray] = None,
                   side: int = 0, at: Optional[np.ndarray] = None) -> np.ndarray:
-        """``count`` random node ids (of the source end's type, ``side`` 0, or the destination's,
-        1) by the configured weighting (or by ``weight``, one non-negative value per node, as
-        PyG's ``src_weight``/``dst_weight``); ``at`` (one time per draw): where the type has node
-        times, each draw only among the nodes not newer than its time."""
+        """``count`` random node ids of the source end's type (``side`` 0) or the destination's (1)
+        by the configured weighting (or by ``weight``, one value per node, as PyG's
+        ``src_weight``/``dst_weight``); ``at`` (one time per draw): where the type has node times,
+        each draw among the nodes not newer than its time."""
         n = self.counts[side]
         cdf: Optional[np.ndarray] = None
         if weight is not None:
@@ -219,7 +213,7 @@ class LinkPairs:
     def _negatives_before(count: int, rng: np.random.Generator, cdf: Optional[np.ndarray],
                           timed: Tuple[np.ndarray, np.ndarray], at: np.ndarray) -> np.ndarray:
         """:meth:`negatives` among the nodes not newer than ``at`` (per draw): a prefix of the
-        nodes in time order, drawn from by the weights (``cdf``, None: uniform) in that order."""
+        nodes in time order, drawn by the weights (``cdf``, None: uniform)."""
         order, times = timed
         eligible = np.maximum(np.searchsorted(times, at, side="right"), 1)
         if cdf is None:
@@ -242,8 +236,7 @@ class LinkPairs:
               fixed: Optional[np.ndarray] = None, time: Any = None) -> Pairs:
         """The :class:`Pairs` of link batch ``batch`` of epoch ``epoch`` for the positive pairs
         ``(src[i], dst[i])``; ``fixed``, an ``(n, K)`` array of destinations, replaces the drawn
-        negatives (triplet layout: evaluation against stored candidates); ``time``: each pair's
-        time, at which it is sampled (docs/USAGE.md, "Sampling at seed times")."""
+        negatives (triplet layout); ``time``: each pair's time, at which it is sampled."""
         src = np.ascontiguousarray(src, dtype=np.int64).reshape(-1)
         dst = np.ascontiguousarray(dst, dtype=np.int64).reshape(-1)
         if src.shape != dst.shape:
@@ -296,27 +289,17 @@ class LinkPairs:
                 raise InputError("triplet negative sampling takes no edge labels")
         elif edge_label is not None:
             label = np.asarray(edge_label, np.float32).reshape(num_pos)
-        if at is not None:
-            return self._pairs_at(src, dst, src_at - 1, dst_at - 1, num_pos, triplet, label, src_at)
+        # Seeds: the distinct ends (at times, (node, time) ends sampled a tick before the pair, in
+        # (time, node) order); of two node types, each end's in its own id space.
+        src_t, dst_t = (None, None) if at is None else (src_at - 1, dst_at - 1)
+        time = None if at is None else src_at[:num_pos] if triplet else src_at
         if self._ends[0] == self._ends[1]:
-            seeds, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
-            return Pairs(seeds, inverse.reshape(-1), num_pos, triplet, label)
-        # Two node types: each end's distinct ids in its own id space.
-        (us, si), (ud, di) = (np.unique(a, return_inverse=True) for a in (src, dst))
-        return Pairs(np.concatenate([us, ud]), np.concatenate([si.reshape(-1), di.reshape(-1)]), num_pos, triplet,
-                     label, split=len(us))
-
-    def _pairs_at(self, src: np.ndarray, dst: np.ndarray, src_t: np.ndarray, dst_t: np.ndarray, num_pos: int,
-                  triplet: bool, label: Optional[np.ndarray], pair_time: np.ndarray) -> Pairs:
-        """The :class:`Pairs` whose ends are sampled at ``src_t``/``dst_t``: seeds are the
-        distinct (node, time) ends (of each type), in (time, node) order."""
-        time = pair_time[:num_pos] if triplet else pair_time
-        if self._ends[0] == self._ends[1]:
-            seeds, seed_time, inverse = distinct_at(np.concatenate([src, dst]), np.concatenate([src_t, dst_t]))
+            seeds, seed_time, inverse = _distinct(np.concatenate([src, dst]),
+                                                  None if at is None else np.concatenate([src_t, dst_t]))
             return Pairs(seeds, inverse, num_pos, triplet, label, seed_time=seed_time, time=time)
-        (us, ts, si), (ud, td, di) = distinct_at(src, src_t), distinct_at(dst, dst_t)
+        (us, ts, si), (ud, td, di) = _distinct(src, src_t), _distinct(dst, dst_t)
         return Pairs(np.concatenate([us, ud]), np.concatenate([si, di]), num_pos, triplet, label, split=len(us),
-                     seed_time=np.concatenate([ts, td]), time=time)
+                     seed_time=None if at is None else np.concatenate([ts, td]), time=time)
 
     def most_seeds(self, pairs: int, fixed_k: int = 0, timed: bool = False) -> int:
         """The most seed nodes a batch of ``pairs`` positives can have (what a memory plan is
@@ -332,6 +315,14 @@ class LinkPairs:
         else:
             per = 2 + int(ns.amount)
         return int(max(1, min(cap, per * pairs)))
+
+
+def _distinct(ids: np.ndarray, times: Optional[np.ndarray]) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
+    """:func:`distinct_at`, or without times the distinct ids (ascending), None and the inverse."""
+    if times is not None:
+        return distinct_at(ids, times)
+    u, inverse = np.unique(ids, return_inverse=True)
+    return u, None, inverse.reshape(-1)
 
 
 def distinct_at(ids: np.ndarray, times: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:

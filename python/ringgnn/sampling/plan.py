@@ -1,15 +1,7 @@
-"""The memory plan of heterogeneous sampling and loading: the one owner of what a heterogeneous
-loader holds in memory. :func:`plan_hetero` decides, within one budget, per relation whether its
-neighbor file is held or read from disk, per node type whether its feature file is held or read
-from disk, per featureless type the model learns whether its embedding table is held, and the
-rows of the hot-row cache across types; the sampler and the feature readers are opened with what
-it decided (:class:`HeteroPlan`), nothing below second-guesses it, and :meth:`HeteroPlan.text`
-says why each choice was made and what the other choice would cost.
-
-The decision is Rust's (``crates/ringgnn-loader/src/budget/files.rs``, whose docs give the room,
-the value of a byte held and the greedy choice); this module gathers its inputs from the dataset
-(node and edge counts, the files' bytes, what the process holds) and shows it.
-"""
+"""The memory plan of typed sampling and loading: :func:`plan_hetero` decides within one budget
+which neighbor files, feature files and embedding tables are held and the rows of the hot-row
+cache (:class:`HeteroPlan`; the decision is Rust's, ``crates/ringgnn-loader/src/budget/files.rs``);
+this module gathers its inputs from the dataset and says why (:meth:`HeteroPlan.text`)."""
 
 from __future__ import annotations
 
@@ -19,9 +11,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from .. import _core, _options
 from .._core import offset_index_bytes
 from .._files import os_errors
+from .._format import human_bytes as _b
 from ..data.dataset import typed_entries
 from ..data.schema import parse_edge_type
-from .features import CacheChoice, cache_choice, feature_file_bytes, neighbor_file, row_bytes
+from .features import CacheChoice, neighbor_file, row_bytes
 
 
 @dataclass(frozen=True)
@@ -38,9 +31,9 @@ class Choice:
 
 @dataclass(frozen=True)
 class HeteroPlan:
-    """What a heterogeneous sampler and loader hold (see the module docs). ``relations`` and
-    ``features`` per relation and per type with features; ``cache`` the rows of the hot-row
-    cache (None: no cache); ``batches``: per epoch (1 when unknown: values are then per batch)."""
+    """What a typed sampler and loader hold: ``relations`` and ``features`` per relation and per
+    type with features; ``cache`` the hot-row cache's rows (None: none); ``batches``: per epoch
+    (1 when unknown: values are then per batch)."""
 
     budget: int
     process: int
@@ -66,10 +59,8 @@ class HeteroPlan:
 
     @property
     def batch_memory(self) -> int:
-        """Bytes left to the batches (``ringgnn_loader::budget::typed`` sizes hyperbatches, rows ahead
-        and workers within it): what a probe measured, else half of what the budget leaves beside
-        the process, plus the room the held files and the cache leave unused (with every file
-        read from disk and no cache, the whole of what is left)."""
+        """Bytes left to the batches: what a probe measured (else half of what the budget leaves
+        beside the process), plus the room the held files and the cache leave unused."""
         return self.batch_bytes + max(0, self.room - self.held_bytes())
 
     @property
@@ -77,8 +68,7 @@ class HeteroPlan:
         return sorted(r for r, c in self.relations.items() if c.held)
 
     def placement(self) -> Tuple[str, List[str]]:
-        """(backend of the relations on disk, relations held), as the sampler's core graph
-        takes them: ``memory`` when every relation is held."""
+        """(backend of the relations on disk, relations held); ``memory`` when all are held."""
         held = self.held_relations
         if held and len(held) == len(self.relations):
             return "memory", []
@@ -121,15 +111,6 @@ class HeteroPlan:
         return "\n".join(lines)
 
 
-def _b(n: float) -> str:
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
 #: The margin on a probe batch's measured peak: batches differ, and the allocator fragments.
 PROBE_MARGIN = 1.5
 
@@ -143,13 +124,11 @@ def _peak_rss() -> int:
 
 
 def probe_batch_bytes(loader: Any, step: Any, in_flight: int) -> int:
-    """What the batches take at their peak, measured: one batch made by ``loader`` (read from
-    disk; at its seeds' times when it samples at times, as its batches are: a seed's subgraph is
-    its own then, so a batch holds more nodes) and ``step(batch)`` run on it (a forward and
-    backward pass), the process's peak
-    resident memory reset first (``/proc/self/clear_refs``) and read after; the batch's own
-    arrays counted once more per batch in flight (``in_flight``: made ahead or held), all times
-    :data:`PROBE_MARGIN`. None where the peak cannot be reset (then the plan keeps half)."""
+    """What the batches take at their peak, measured: the process's peak resident memory (reset
+    first, ``/proc/self/clear_refs``) over one batch made by ``loader`` (at its seeds' times where
+    it samples at times) and ``step(batch)`` run on it, plus the batch's own arrays once per
+    batch in flight (``in_flight``), all times :data:`PROBE_MARGIN`. None where the peak cannot
+    be reset (then the plan keeps half)."""
     import gc
 
     try:
@@ -218,18 +197,14 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
                 times: bool = True) -> HeteroPlan:
     """The plan (see the module docs). ``feature_backend`` None: no features (a sampler alone);
     ``cache`` None: as the plan decides, 0: none, else that many bytes; ``seeds``: seeds per
-    epoch (with ``batch_size``, the batches an epoch has); ``fixed_relations``: a placement
-    already made (a sampler given to a loader: its relations are taken as they are);
-    ``process``: what the process holds (default: its anonymous memory now and the library code
-    it keeps touching, ``_options.held_memory`` and ``code_bytes``); ``reserve``: what
-    it will hold besides the batches that it does not yet (a model's gradients and optimizer
-    state: :func:`training_reserve`), counted as held; ``batch_bytes``: what the batches take at
-    their peak (:func:`probe_batch_bytes`), default half of what the budget leaves; ``tables``:
-    per featureless type the model learns, its embedding table's width (held: the table, its
-    gradient and Adam's two moments, 16 bytes per value; in files: a page per sampled row read
-    and written per array and step, ``ringgnn.models.tables``); ``fixed_tables``: placements
-    already made (a resumed run's: True held); ``times``: whether the graph is opened with the
-    dataset's times (False for sampling without times: edge times are not counted)."""
+    epoch; ``fixed_relations``: a placement already made (a sampler given to a loader);
+    ``process``: what the process holds (default: ``_options.held_memory`` and ``code_bytes``);
+    ``reserve``: what it will hold besides the batches but does not yet
+    (:func:`training_reserve`); ``batch_bytes``: what the batches take at their peak
+    (:func:`probe_batch_bytes`), default half of what the budget leaves; ``tables``: per
+    featureless type the model learns, its embedding table's width; ``fixed_tables``:
+    placements already made (True: held); ``times``: whether edge times are held with the
+    neighbor files."""
     if process is None:
         process = _options.held_memory() + _options.code_bytes(training=True)
     process = int(process) + int(reserve)
@@ -238,7 +213,7 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
     features = None
     if feature_backend is not None:
         rb = row_bytes(ds)
-        features = (feature_backend, [(t, feature_file_bytes(ds, t), rb[t])
+        features = (feature_backend, [(t, int(ds.node_type(t).manifest["files"]["features"]["bytes"]), rb[t])
                                       for t, d in ds.feature_dims().items() if d is not None])
     with os_errors("counting the sources of the relations read"):
         p = _core.plan_files(
@@ -256,7 +231,7 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
 
     return HeteroPlan(budget=int(budget), process=process, index=index, room=p["room"], batch_bytes=p["batch_bytes"],
                       relations=choices(p["relations"]), features=choices(p["features"]),
-                      cache=None if p["cache"] is None else cache_choice(p["cache"]), cache_saved=p["cache_saved"],
+                      cache=None if p["cache"] is None else CacheChoice(*p["cache"]), cache_saved=p["cache_saved"],
                       disk_backend=p["disk_backend"], feature_disk_backend=p["feature_disk_backend"],
                       batches=p["batches"], notes=p["notes"], tables=choices(p["tables"]), times=times)
 

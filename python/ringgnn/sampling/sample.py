@@ -1,7 +1,5 @@
-"""The sampled heterogeneous mini-batch, :class:`HeteroSample`: PyG's layout per node type and
-relation (numpy arrays), and its ``HeteroData``. What :class:`ringgnn.HeteroNeighborSampler`
-returns, the serving client decodes and the models take; ``ringgnn.sampling.hetero`` says what
-its fields hold."""
+""":class:`HeteroSample`, the sampled heterogeneous mini-batch that
+:class:`ringgnn.HeteroNeighborSampler` returns and the serving client decodes."""
 
 from __future__ import annotations
 
@@ -59,11 +57,10 @@ class HeteroSample:
 
     def to_hetero_data(self, x: Optional[Mapping[str, Any]] = None, y: Any = None,
                        input_id: Optional[Mapping[str, Any]] = None) -> Any:
-        """A ``torch_geometric.data.HeteroData``: per type ``n_id`` (ids of that type) and
-        ``num_sampled_nodes``, ``seed_time`` when sampled at times, ``x`` where given; per edge type ``edge_index`` (and ``e_id`` when
-        sampled with edge ids) and ``num_sampled_edges``; each seeded type's ``batch_size`` (its
-        distinct seeds) and ``input_id`` where ``input_id`` gives it; ``y`` if given: labels of
-        the seed type's nodes, or a dict of them per type."""
+        """A ``torch_geometric.data.HeteroData``: per type ``n_id`` and ``num_sampled_nodes``,
+        ``seed_time`` when sampled at times, ``x`` where given; per edge type ``edge_index``,
+        ``num_sampled_edges`` (and ``e_id`` with edge ids); each seeded type's ``batch_size`` and
+        ``input_id`` where given; ``y`` if given: the seed type's labels, or a dict per type."""
         import torch
         from torch_geometric.data import HeteroData
 
@@ -78,8 +75,7 @@ class HeteroSample:
             if self.seed_time is not None:
                 data[t].seed_time = torch.from_numpy(self.seed_time[t])
             if x is not None and t in x:
-                v = x[t]
-                data[t].x = v if isinstance(v, torch.Tensor) else torch.from_numpy(v)
+                data[t].x = tensor(x[t])
         for r in self.row:
             et = parse_edge_type(r)
             data[et].edge_index = torch.from_numpy(self.edge_index(r))

@@ -1,7 +1,5 @@
-""":class:`NeighborSampler` and the :class:`SampledSubgraph` it returns (PyG's ``SamplerOutput``
-layout): argument checks and the Rust core sampler, made lazily once per process (DataLoader
-workers fork); at seed times, the typed engine's one-type case (:mod:`.hetero`).
-"""
+""":class:`NeighborSampler` over the Rust core sampler (made once per process) and the
+:class:`SampledSubgraph` it returns; at seed times, the typed sampler's one-type case."""
 
 from __future__ import annotations
 
@@ -20,8 +18,8 @@ from .hetero import HeteroNeighborSampler, HeteroSample
 
 logger = logging.getLogger("ringgnn")
 
-#: Core samplers inherited from a parent process. They are kept alive, never used and never
-#: dropped in the child: their threads did not survive the fork, so dropping one could wait on them.
+#: Core samplers inherited from a parent process, kept alive and never used: their threads did
+#: not survive the fork, so dropping one could wait on them.
 _INHERITED: List[Any] = []
 #: Fallback reasons already logged by this process, so that each is logged once.
 _LOGGED: set = set()
@@ -95,35 +93,27 @@ class NeighborSampler(ProcessLocal):
     """Node-wise uniform neighbor sampling (GraphSAGE) over a dataset on disk.
 
     Args:
-        dataset: a :class:`ringgnn.Dataset` or the path of one.
-        fanouts: neighbors to draw per node at each hop, ``fanouts[0]`` for the seeds; ``-1``
-            takes all neighbors (``"20,15,10"`` works too).
-        replace: draw with replacement (default: without; a node whose degree is at most the
-            fanout keeps all its neighbors).
-        backend: ``"auto"`` (the neighbor file in memory when the whole memory plan fits with it,
-            else io_uring, else pread), ``"memory"``, ``"uring"`` or ``"pread"``.
-        direct: with io_uring, read with O_DIRECT (bypasses the page cache).
+        dataset: a :class:`ringgnn.Dataset` or its path.
+        fanouts: neighbors to draw per node at each hop (``-1``: all; ``"20,15,10"`` works too).
+        replace: draw with replacement (default: without).
+        backend: ``"auto"`` (the neighbor file in memory when the memory plan fits it, else
+            io_uring, else pread), ``"memory"``, ``"uring"`` or ``"pread"``.
+        direct: with io_uring, read with O_DIRECT.
         threads: sampling threads of :meth:`epoch` (default: available cores).
         seed: random seed; a batch's sample depends only on (seed, epoch, batch index).
-        memory: the budget of the whole process, as bytes or a size such as ``"2G"`` (default:
-            ``reserve`` plus half the available memory); ``reserve`` of it is left to the caller.
-        reserve: bytes the caller needs besides the sampler (default: what this process already
-            uses when the sampler starts).
-        batch_size: the largest batch you will sample (default 1024): the memory plan is made
-            for it, and a larger batch later is accepted while the plan still fits.
-        hyperbatch: batches of an epoch sampled together when the neighbor file is read from
-            disk, so that each page is read once per hop for all of them: ``"auto"`` (default:
-            as many as the memory plan's share holds) or a number (1: one batch at a time).
-            Samples do not depend on it.
-        spill: whether a hyperbatch writes each finished sample to a spill file and reads it
-            back when its turn comes, instead of keeping it in memory until it is taken:
-            ``"auto"`` (default: when that fits more batches in the memory plan's share than
-            keeping them), ``"on"`` or ``"off"``. Samples do not depend on it.
-        spill_dir: a directory on the SSD for the spill file (default: the dataset's parent);
-            the file is unlinked as soon as it is created.
+        memory, reserve: the budget of the whole process (bytes or ``"2G"``; default: ``reserve``
+            plus half the available memory) and what of it the caller needs (default: what the
+            process uses when the sampler starts).
+        batch_size: the largest batch you will sample (default 1024), which the plan is made for.
+        hyperbatch: batches sampled together when the neighbor file is read from disk, each
+            page read once per hop for all: ``"auto"`` (as many as the plan holds) or a number.
+        spill: whether a hyperbatch writes finished samples to a spill file (in ``spill_dir``,
+            default beside the dataset) until their turn: ``"auto"``, ``"on"`` or ``"off"``.
         with_edge_ids: also return global edge ids (``SampledSubgraph.edge``).
-        temporal_strategy: how a sample at seed times (``input_time``) draws among the edges not
-            newer than its seed: ``"uniform"`` (default) or ``"last"`` (the most recent ones).
+        temporal_strategy: how a sample at seed times draws among the edges not newer than its
+            seed: ``"uniform"`` (default) or ``"last"`` (the most recent ones).
+
+    Samples do not depend on ``backend``, ``threads``, ``hyperbatch`` or ``spill``.
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], *, replace: bool = False,
@@ -149,10 +139,7 @@ class NeighborSampler(ProcessLocal):
         self.__dict__.update(self._fresh())
 
     def _fresh(self) -> Dict[str, Any]:
-        # _core: the core sampler of process _pid; _timed: the sampler at seed times.
         return dict(_core=None, _pid=None, _timed=None)
-
-    # --- the per-process core sampler ---------------------------------------------------------
 
     def _sampler(self) -> Any:
         pid = os.getpid()
@@ -187,18 +174,14 @@ class NeighborSampler(ProcessLocal):
         return dict(self._sampler().plan())
 
     def io_stats(self) -> Dict[str, int]:
-        """Counters of this process's sampler since it was created: ``reads`` issued, ``bytes``
-        read, read ``batches``; for hyperbatches, ``sequential_bytes`` (whole blocks) and
-        ``random_bytes`` (runs of needed pages), ``hyperbatches``, ``hyperbatch_batches`` and
-        ``spilled_bytes`` (finished samples written to the spill file, and read back)."""
+        """Counters of this process's sampler: ``reads``, ``bytes``, ``batches``; for
+        hyperbatches ``sequential_bytes``, ``random_bytes``, ``hyperbatches``,
+        ``hyperbatch_batches`` and ``spilled_bytes``."""
         return dict(self._sampler().io_stats())
 
-    # --- sampling -------------------------------------------------------------------------------
-
     def timed(self) -> HeteroNeighborSampler:
-        """The sampler of samples at seed times: the typed sampler of this dataset's one type,
-        with this sampler's fanouts, ``replace``, ``backend``, ``direct``, ``seed``, ``memory``,
-        ``with_edge_ids`` and ``temporal_strategy``; made on first use."""
+        """The sampler at seed times: the typed sampler of this dataset's one type with this
+        sampler's options, made on first use."""
         if self._timed is None:
             self._timed = HeteroNeighborSampler(
                 self.dataset, {HOMOGENEOUS_RELATION: list(self.fanouts)}, replace=self.replace,
@@ -220,15 +203,10 @@ class NeighborSampler(ProcessLocal):
 
     def epoch(self, seeds: Union[None, str, Any] = None, batch_size: int = 1024, shuffle: bool = True, epoch: int = 0,
               drop_last: bool = False, batches: Optional[Sequence[int]] = None) -> "EpochIterator":
-        """Iterate over one epoch of mini-batches, sampled ahead in background threads.
-
-        ``seeds`` is a split name ('train'), an array of node ids, or None for all nodes. With
-        ``shuffle`` the seeds are permuted by (seed, epoch). Batch ``i`` is the same as
-        ``sample(its seeds, epoch=epoch, batch=i)``. ``batches`` selects which batches of the
-        epoch to produce, by global index (e.g. one rank's share): each is exactly the batch a
-        whole epoch gives at that index. Sampled without times (``ringgnn.Loader`` samples epochs
-        at times).
-        """
+        """Iterate over one epoch of mini-batches, sampled ahead in background threads, without
+        times. ``seeds``: a split name, an array of node ids, or None for all nodes; ``shuffle``
+        permutes them by (seed, epoch). Batch ``i`` is ``sample(its seeds, epoch=epoch,
+        batch=i)``; ``batches`` selects batches by global index."""
         warn_sampling_without_times(self.dataset, "NeighborSampler")
         it = self._sampler().epoch(
             self.resolve_seeds(seeds), _options.count(batch_size, "batch_size", 1), shuffle=bool(shuffle),

@@ -1,5 +1,4 @@
-"""The typed loaders' one engine from Python: :class:`TypedEpochs`, the Rust typed loader, its
-hyperbatch size and the run of an epoch's batches on its workers."""
+"""The typed loaders' one engine: :class:`TypedEpochs` over the Rust typed loader."""
 
 from __future__ import annotations
 
@@ -19,19 +18,13 @@ logger = logging.getLogger("ringgnn")
 
 
 class TypedEpochs(Epochs, ProcessLocal):
-    """What the typed node loader (:class:`HeteroLoader`) and link batcher
-    (:class:`ringgnn.sampling.links.HeteroLinkBatches`) share: one Rust typed loader
-    (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``) over the sampler's graph and the
-    feature readers (``features``), its hyperbatch size ``H`` (:meth:`sizes`, decided in Rust from
-    probe batches measured, within ``plan.batch_memory``), and its epochs run on the worker
-    pipeline: read from disk, one hyperbatch at a time sampled with all ``threads`` (two at a time
-    where batches gather feature rows: one gathers while the next is sampled); in memory,
-    ``threads`` workers each sampling its own batches; a batch's rows gathered when it is among
-    the next ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
-    list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds`, the
-    seeds or pairs :class:`ringgnn.sampling.loader.Epochs` cuts, and ``_data`` (a core batch as
-    ``HeteroData``, from :meth:`_hetero_data`). ``core_type``: the node type whose labels the
-    batches carry as ``y`` when ``with_labels``."""
+    """What :class:`HeteroLoader` and ``HeteroLinkBatches`` share: one Rust typed loader
+    (``_core.TypedLoader``) over the sampler's graph and the feature readers (``features``), its
+    hyperbatch size (:meth:`sizes`, decided in Rust from probe batches within
+    ``plan.batch_memory``), and its epochs run on the worker pipeline. A batch is given as (its
+    index, its seeds: a list of (node type, ids)); subclasses give :meth:`_probe_seeds`, the
+    items :class:`Epochs` cuts, and ``_data`` (a core batch as ``HeteroData``). ``core_type``:
+    the node type whose labels the batches carry as ``y`` when ``with_labels``."""
 
     def __init__(self, sampler: Any, features: TypedRows, plan: HeteroPlan, core_type: str, with_labels: bool, *,
                  threads: Optional[int], prefetch: Optional[int], hyperbatch: Any, staging_dir: Any, staging_cap: Any):
@@ -57,9 +50,7 @@ class TypedEpochs(Epochs, ProcessLocal):
         raise NotImplementedError
 
     def _core_loader(self) -> Any:
-        """This process's ``_core.TypedLoader`` (``ringgnn_loader::typed``): the sampler's graph,
-        the feature readers' files and cache, the labels of ``_core_type`` if ``_with_labels``;
-        made on first use."""
+        """This process's ``_core.TypedLoader``, made on first use."""
         pid = os.getpid()
         if self._core is None or self._core[0] != pid:
             s = self.sampler
@@ -72,14 +63,11 @@ class TypedEpochs(Epochs, ProcessLocal):
         return self._core[1]
 
     def sizes(self) -> Any:
-        """The epochs' hyperbatch size, batches ahead, workers and staging (``_core.TypedLoader.sizes``
-        as attributes: ``hyperbatch``, ``prefetch``, ``workers`` (each holds one job at a time),
-        ``threads`` (each samples its job with), ``drivers`` (whether the workers are hyperbatch
-        drivers sampling with every thread), ``staging``, ``window``, ``why``, and what the probe
-        measured), decided once, on first use, by the Rust typed loader
-        (``ringgnn_loader::budget::typed``) within the plan's ``batch_memory``: for "auto", from
-        the first ``_core.TypedLoader.PROBE_BATCHES`` batches of epoch 0 sampled from disk
-        together as a probe."""
+        """The epochs' hyperbatch size, batches ahead, workers and staging
+        (``_core.TypedLoader.sizes`` as attributes: ``hyperbatch``, ``prefetch``, ``workers``,
+        ``threads``, ``drivers``, ``staging``, ``window``, ``why``, and what the probe
+        measured), decided once by the Rust typed loader within the plan's ``batch_memory``:
+        for "auto", from the first ``PROBE_BATCHES`` batches of epoch 0 sampled as a probe."""
         if self._sizes is None:
             probe = self._probe_seeds() if self.hyperbatch is None and len(self) else []
             self._sizes = SimpleNamespace(**self._core_loader().sizes(
@@ -96,9 +84,8 @@ class TypedEpochs(Epochs, ProcessLocal):
         return s.hyperbatch, s.why
 
     def feature_stats(self) -> Dict[str, Dict[str, int]]:
-        """Per type, the feature reads of this loader's workers (rows, cache hits, pages and bytes
-        read), summed, plus those of the shared ``features`` readers' own gathers; the cache's
-        rows per type are ``features.cached_rows()``."""
+        """Per type, the feature reads of this loader's workers and of the ``features`` readers
+        (rows, cache hits, pages and bytes read), summed."""
         out = self.features.stats()
         core = self._core_loader().feature_stats() if self._core is not None else {}
         for t, s in core.items():
@@ -108,14 +95,12 @@ class TypedEpochs(Epochs, ProcessLocal):
         return out
 
     def staged_hyperbatches(self) -> Dict[str, int]:
-        """Per node type, the hyperbatches whose rows were staged (one pass over its feature file,
-        ``ringgnn_loader::typed::stage``) rather than read batch by batch, over every epoch."""
+        """Per node type, the hyperbatches whose rows were staged rather than read batch by batch."""
         return dict(self._core_loader().staged_hyperbatches()) if self._core is not None else {}
 
     def _hetero_data(self, out: Mapping[str, Any], seeds: Sequence[Tuple[str, np.ndarray]],
                      input_id: Optional[Mapping[str, Any]] = None) -> Any:
-        """A core batch of ``seeds`` (by type) as ``HeteroData``: its sample, each type's rows,
-        the labels (when ``with_labels``), ``input_id`` where given."""
+        """A core batch of ``seeds`` (by type) as ``HeteroData``."""
         return self.sampler._sample(out, seeds).to_hetero_data(out["x"], out["y"], input_id)
 
     def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]], Any]]) -> List[Any]:
@@ -127,10 +112,9 @@ class TypedEpochs(Epochs, ProcessLocal):
 
     def _run(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]], Any]]) -> Iterator[Any]:
         """The core batches of ``batches`` (index, seeds by type, their times or None) of epoch
-        ``epoch``, in order, made by the workers in hyperbatches of consecutive ones: at most ``H``
-        each, and for ``H`` from the budget as few as that allows, of even sizes (82 batches with
-        room for 75 are 41 + 41, not 75 + 7; ``_core.TypedLoader.job_sizes``, the homogeneous
-        loader's rule); a size asked for is kept as given."""
+        ``epoch``, in order, made by the workers in hyperbatches of consecutive ones
+        (``_core.TypedLoader.job_sizes``: for ``H`` from the budget as few as it allows, of even
+        sizes)."""
         s = self.sizes()
         jobs, at = [], 0
         for n in self._core_loader().job_sizes(len(batches), s.hyperbatch, self.hyperbatch is None):
