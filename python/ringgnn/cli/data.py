@@ -30,11 +30,8 @@ DEMO_EPOCHS = 5  # GraphSAGE passes 0.9 test accuracy in 1-2
 
 def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=count_arg, default=0, help="random seed (default 0)")
-    p.add_argument(
-        "--memory", type=size_arg, default=None, metavar="SIZE",
-        help="budget of the build: bytes or K/M/G/T (default 1G, or half of what the machine or a memory cgroup "
-        "leaves if less)"
-    )
+    p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE", help="budget of the build: bytes or "
+                   "K/M/G/T (default 1G, or half of what the machine or a memory cgroup leaves if less)")
     p.add_argument("--threads", type=positive_arg, default=_threads.cores(),
                    help="worker threads (default: all cores)")
     p.add_argument("--overwrite", action="store_true",
@@ -44,9 +41,8 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
 
 def _add_graph_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--undirected", action="store_true", help="also add the reverse of every edge")
-    p.add_argument(
-        "--self-loops", choices=["keep", "drop"], default="keep", help="what to do with edges u->u (default keep)"
-    )
+    p.add_argument("--self-loops", choices=["keep", "drop"], default="keep", help="what to do with edges u->u "
+                   "(default keep)")
     p.add_argument("--dedup", action="store_true", help="keep one copy of each distinct edge")
 
 
@@ -88,12 +84,10 @@ def _add_link_options(p: argparse.ArgumentParser, files: bool = False) -> None:
 def add_parsers(sub: Any) -> None:
     """``convert``, ``generate``, ``info`` and ``verify`` (``demo`` comes last: :func:`add_demo_parser`)."""
     p = sub.add_parser("convert", help="build a dataset from an edge list", description=_CONVERT_HELP)
-    p.add_argument(
-        "input", metavar="INPUT",
-        help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy; or a GraphBolt "
-        "metadata.yaml or its directory; or an OGB directory; or MAG240M's processed layout; or a table (.parquet, "
-        ".csv with a header) with --src/--dst; or SRC:REL:DST=FILE, a relation's table (see --from)",
-    )
+    p.add_argument("input", metavar="INPUT", help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, "
+                   ".npy; or a GraphBolt metadata.yaml or its directory; or an OGB directory; or MAG240M's processed "
+                   "layout; or a table (.parquet, .csv with a header) with --src/--dst; or SRC:REL:DST=FILE, a "
+                   "relation's table (see --from)")
     p.add_argument("out", metavar="OUT_DIR", help="dataset directory to create")
     p.add_argument("--format", choices=["detect", "text", "tsv", "csv", "bin32", "bin64", "npy"], default="detect",
                    help="input format (default: detect from the name and contents)")
@@ -110,19 +104,12 @@ def add_parsers(sub: Any) -> None:
                    help="edge times: an int64 (or int32) .npy with one time per input edge, in input order")
     p.add_argument("--node-time", metavar="N.npy", default=None,
                    help="node times: an int64 (or int32) .npy with one time per node")
-    p.add_argument(
-        "--add-reverse", action="store_true", default=None,
-        help="heterogeneous input: also build DST:rev_REL:SRC for each relation (PyG ToUndirected)",
-    )
-    p.add_argument(
-        "--feature", metavar="NAME", default=None,
-        help="metadata.yaml input: the node feature to convert per type (default feat, else a type's only one)",
-    )
-    p.add_argument(
-        "--task", metavar="NAME", default=None,
-        help="metadata.yaml input: the task whose sets become labels and splits, or a link-prediction task's edge "
-        "splits (default: the first task of each kind)",
-    )
+    p.add_argument("--add-reverse", action="store_true", default=None,
+                   help="heterogeneous input: also build DST:rev_REL:SRC for each relation (PyG ToUndirected)")
+    p.add_argument("--feature", metavar="NAME", default=None, help="metadata.yaml input: the node feature to "
+                   "convert per type (default feat, else a type's only one)")
+    p.add_argument("--task", metavar="NAME", default=None, help="metadata.yaml input: the task whose sets become "
+                   "labels and splits, or a link task's edge splits (default: the first task of each kind)")
     _import.add_arguments(p)
     _add_build_options(p)
     p.set_defaults(func=cmd_convert)
@@ -149,9 +136,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--avg-degree", type=float, required=True, metavar="D", help="mean in-degree of the stored graph")
     p.add_argument("--feature-dim", type=count_arg, required=True, metavar="F")
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], default="f32")
-    p.add_argument(
-        "--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT, help=f"default {build.DEFAULT_SBM_SPLIT}"
-    )
+    p.add_argument("--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT,
+                   help=f"default {build.DEFAULT_SBM_SPLIT}")
     _add_time_options(p)
     _add_link_options(p)
     _add_build_options(p)
@@ -203,11 +189,8 @@ def add_parsers(sub: Any) -> None:
         "structure, and that each original node id occurs once.",
     )  # fmt: skip
     p.add_argument("dir", metavar="DIR")
-    p.add_argument(
-        "--memory", type=size_arg, default=None, metavar="SIZE",
-        help="budget of the check: bytes or K/M/G/T (default 1G, or half of what the machine or a memory "
-        "cgroup leaves if less)",
-    )  # fmt: skip
+    p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE", help="budget of the check: bytes or "
+                   "K/M/G/T (default 1G, or half of what the machine or a memory cgroup leaves if less)")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="directory for the sorted runs of the original ids that do not fit --memory (default: "
                    "beside the dataset)")
