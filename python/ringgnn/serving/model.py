@@ -49,6 +49,11 @@ class Model:
                               lambda: forward(self.net, batch, "cpu", self.kind))
         return logits, seen[: counts[0]]
 
+    def embeddings(self, sub: Dict[str, Any], x: np.ndarray) -> Any:
+        """What Embed answers for the distinct seeds of ``sub`` (:meth:`layer_of`'s layer)."""
+        logits, hidden = self.run(sub, x)
+        return logits if self.task == "link" else hidden
+
     def answer(self, sub: Dict[str, Any], x: np.ndarray, t: None = None,
                layer: Optional[int] = None) -> Tuple[Any, Any, np.ndarray]:
         """(logits, rows at ``layer`` or None, node ids) of the distinct seeds of sample ``sub``."""
