@@ -375,8 +375,8 @@ def _node_lines(r: Dict[str, Any]) -> List[str]:
                       f"{_acc(r['test_acc'])} (sampled neighborhoods)"]
     lw = r["layerwise"]
     if lw:
-        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val acc {lw['val_acc']:.4f}, test acc "
-                     f"{lw['test_acc']:.4f} ({lw['seconds']:.1f} s)")
+        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val acc {_acc(lw.get('val_acc'))}, "
+                     f"test acc {_acc(lw.get('test_acc'))} ({lw['seconds']:.1f} s)")
     return lines
 
 
