@@ -327,22 +327,24 @@ def _history(r: Dict[str, Any], fmt: Any) -> List[str]:
     return lines
 
 
-def _link_lines(r: Dict[str, Any]) -> List[str]:
-    """The per-epoch table, the best epoch and the layer-wise scores of a link run."""
-    lines = _history(r, _num)
+def _scores_lines(r: Dict[str, Any]) -> List[str]:
+    """The per-epoch table, the best epoch and the layer-wise scores of a node or link run."""
+    link = r["task"] == "link"
+    fmt = _num if link else _acc
+    lines = _history(r, fmt)
+    keys = ("val_auc", "test_auc", "test_mrr") if link else ("val_acc", "test_acc")
 
-    def hits(h: Any) -> str:
-        return "".join(f", hits@{k} {v:.4f}" for k, v in (h or {}).items())
+    def scores(s: Dict[str, Any], best: str) -> str:
+        hits = "".join(f", hits@{k} {v:.4f}" for k, v in (s.get("test_hits") or {}).items())
+        return ", ".join(f"{k.replace('_', ' ')} {fmt(s.get(best + k if k.startswith('val') else k))}"
+                         for k in keys) + hits
 
     if r["best_epoch"] is not None:
-        lines += ["", f"  best epoch {r['best_epoch']}: val auc {_num(r['best_val_auc'])}, test auc "
-                      f"{_num(r['test_auc'])}, test mrr {_num(r['test_mrr'])}{hits(r['test_hits'])} "
-                      "(sampled neighborhoods)"]
+        lines += ["", f"  best epoch {r['best_epoch']}: {scores(r, 'best_')} (sampled neighborhoods)"]
     lw = r["layerwise"]
     if lw:
-        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val auc {_num(lw.get('val_auc'))}, "
-                     f"test auc {_num(lw.get('test_auc'))}, test mrr {_num(lw.get('test_mrr'))}"
-                     f"{hits(lw.get('test_hits'))} ({lw['seconds']:.1f} s)")
+        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: {scores(lw, '')} "
+                     f"({lw['seconds']:.1f} s)")
     return lines
 
 
@@ -362,22 +364,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     ]
     if r["task"] == "link":
         lines[1] += f", decoder {a.get('decoder')}, {a.get('neg_ratio')} negatives per positive ({a.get('neg_weight')})"
-    lines += (_link_lines(r) if r["task"] == "link" else _node_lines(r)) + _plots_lines(r)
+    lines += _scores_lines(r) + _plots_lines(r)
     print("\n".join(lines))
     return 0
-
-
-def _node_lines(r: Dict[str, Any]) -> List[str]:
-    """The per-epoch table, the best epoch and the layer-wise accuracies of a node run."""
-    lines = _history(r, _acc)
-    if r["best_epoch"] is not None:
-        lines += ["", f"  best epoch {r['best_epoch']}: val acc {_acc(r['best_val_acc'])}, test acc "
-                      f"{_acc(r['test_acc'])} (sampled neighborhoods)"]
-    lw = r["layerwise"]
-    if lw:
-        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val acc {_acc(lw.get('val_acc'))}, "
-                     f"test acc {_acc(lw.get('test_acc'))} ({lw['seconds']:.1f} s)")
-    return lines
 
 
 def _fanouts_text(f: Any) -> str:
