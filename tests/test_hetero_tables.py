@@ -143,7 +143,7 @@ def test_training_with_tables_in_files_resumes_and_infers_exactly(planted, tmp_p
     # Serving reads the table file too: a sampled batch's logits equal the forward with the
     # authors' and institutions' rows taken from the checkpoint's copies by hand.
     from ringgnn.models.checkpoints import read_checkpoint
-    from ringgnn.serving.server import HeteroModelRun
+    from ringgnn.serving.model import HeteroModelRun
 
     served = HeteroModelRun(run, ds, read_checkpoint(run))
     s = ringgnn.HeteroNeighborSampler(ds, [4, 3]).sample([0, 5, 7], "paper")

@@ -259,6 +259,24 @@ def test_report_plots_and_tensorboard(hubby, cli, tmp_path):
     assert r.code == 1 and "metrics.json does not exist" in r.err
 
 
+def test_report_of_a_run_without_a_test_split(cli, tmp_path):
+    """A typed target without a test split records test_acc None, in its epochs and in its
+    layer-wise scores: the report shows "-" there (it failed with a TypeError)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    epoch = dict(epoch=0, loss=1.0, val_acc=0.5, test_acc=None, seconds=1.0, train_seconds=0.5, wait_seconds=0.1,
+                 eval_seconds=0.2)
+    args = dict(task="node", model="sage", fanouts={"a:to:b": [2, 2]}, batch_size=4, hidden=8, layers=2, lr=0.01,
+                dropout=0.0, seed=0)
+    (run / "metrics.json").write_text(json.dumps(dict(
+        dataset="/x/ds", task="node", best_val_acc=0.5, test_acc=None, best_epoch=0, world_size=1, epochs=[epoch],
+        args=args, layerwise=dict(epoch=0, val_acc=0.5, test_acc=None, seconds=1.0))))
+    r = cli("report", run)
+    assert r.code == 0, r.err
+    assert "best epoch 0: val acc 0.5000, test acc   -    (sampled neighborhoods)" in r.out
+    assert "layer-wise (exact) evaluation of epoch 0: val acc 0.5000, test acc   -    (1.0 s)" in r.out
+
+
 def test_errors(hubby, runs, cli, tmp_path):
     _, run = runs["sage"]
     r = cli("predict", tmp_path, "--out", tmp_path / "p.npy")

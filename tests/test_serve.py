@@ -155,7 +155,7 @@ def test_features_equal_the_file(trained, client):
 def library_inference(ds, run, nodes, seed):
     """Predict/Embed computed in-process: the sampler with the model's fanouts and seed, the
     file's rows, the checkpoint's model."""
-    from ringgnn.serving.server import Model
+    from ringgnn.serving.model import Model
 
     model = Model(str(run), ds)
     uniq = list(dict.fromkeys(nodes))
@@ -290,7 +290,7 @@ def test_a_request_within_max_nodes_is_answered_by_default_whatever_its_size(tra
     # old plan refused 100 seeds (600 edges); --max-nodes 300 keeps the plan small.
     s = Served(tmp, ds.path, "--fanouts", "2,2", "--max-nodes", "300", "--backend", "pread")
     try:
-        pb, _ = ringgnn.serving.server.protos()
+        pb, _ = ringgnn.serving.rpc.protos()
         with s.client() as c, grpc.insecure_channel(s.address) as ch:
             for nodes, fanouts in [(list(range(0, 3000, 30)), [2, 2]), (list(range(0, 3000, 10)), None),
                                    (list(range(5, 3000, 10)), [2, 1])]:

@@ -388,7 +388,7 @@ OTHERS = {r: [1] for r in RELATIONS[1:]}
     ("Embed", dict(nodes=[V], node_type="venue"), "out of range"),
 ])
 def test_bad_requests_get_invalid_argument_and_the_server_goes_on(server, client, call, fields, message):
-    from ringgnn.serving.server import protos
+    from ringgnn.serving.rpc import protos
 
     pb, services = protos()
     request = {"Sample": pb.SampleRequest, "Features": pb.FeaturesRequest}.get(call, pb.PredictRequest)
@@ -424,7 +424,8 @@ def homo(tmp_path_factory):
 
 @pytest.mark.parametrize("frontend", ["rust", "grpcio"])
 def test_typed_requests_on_a_homogeneous_server(homo, frontend):
-    from ringgnn.serving.server import Server, protos
+    from ringgnn.serving.server import Server
+    from ringgnn.serving.rpc import protos
 
     ds, run = homo
     s = Server(ds, listen="127.0.0.1:0", model=str(run), threads=1, max_nodes=64, frontend=frontend).start()

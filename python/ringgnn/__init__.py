@@ -1,15 +1,13 @@
-"""ringgnn: train graph neural networks on graphs larger than RAM (the work is done by the Rust
-core, ``ringgnn._core``). The public names below, and the package's modules, are imported on
-first use (PEP 562): ``import ringgnn`` runs no import, so the ``ringgnn`` command is inside its
-Ctrl-C handler before numpy or the core loads, and imports neither torch nor grpc.
-"""
+"""ringgnn: train graph neural networks on graphs larger than RAM. The public names and modules are
+imported on first use (PEP 562): ``import ringgnn`` imports nothing, so the command is inside its
+Ctrl-C handler before numpy or the core loads."""
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any, List
 
-if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below (the same names)
+if TYPE_CHECKING:  # at run time, __getattr__ below
     from ._core import (BusyError, CancelledError, CorruptDatasetError, DatasetExistsError, DeadlineExceededError,
                         InputError, RingGnnError, ShuttingDownError, __version__)
     from .data.build import (NodeType, Relation, build_hetero, convert, generate_rmat, generate_sbm, read_manifest,

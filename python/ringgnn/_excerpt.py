@@ -1,7 +1,5 @@
-"""What an error may show of an input's content, the Python side's one owner: a file the user
-named is quoted up to :data:`EXCERPT_CHARS`, a file a dataset named never (docs/ARCHITECTURE.md,
-"Importers", untrusted descriptions).
-"""
+"""What an error may show of an input's content: a file the user named is quoted up to
+:data:`EXCERPT_CHARS`, a file a dataset named never."""
 
 from __future__ import annotations
 
@@ -34,8 +32,7 @@ def quoted(value: object) -> str:
 
 def reason(e: BaseException, quote: bool) -> str:
     """A library's reason for failing to read a file: its message as an :func:`excerpt` when the
-    user named the file (``quote``), else only the kind of error, since the message may quote the
-    file (numpy's ``could not convert string 'root:x:0:0...'``, gzip's first bytes)."""
+    user named the file (``quote``), else only the kind of error (the message may quote the file)."""
     if quote:
         return excerpt(str(e) or type(e).__name__)
     return f"{type(e).__name__}, {WITHHELD}"

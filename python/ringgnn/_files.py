@@ -1,7 +1,5 @@
-"""Files the Python side writes and reads: temporaries a killed run cannot leak (the protocol is
-``crates/ringgnn-store/src/temp.rs``'s), ``.npy`` outputs allocated before they are mapped, and
-OS errors that name the path and the operation (docs/ARCHITECTURE.md, "Errors and cancellation").
-"""
+"""Files the Python side writes: temporaries a killed run cannot leak, ``.npy`` outputs allocated
+before they are mapped, and OS errors naming the path and the operation."""
 
 from __future__ import annotations
 
@@ -18,7 +16,6 @@ from . import _core
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: What marks a name as a ringgnn temporary (docs/ARCHITECTURE.md, "Temporaries").
 MARKER: str = _core.TEMP_MARKER
 
 
@@ -28,9 +25,8 @@ def note(line: str) -> None:
 
 
 def temporary(parent: PathLike, label: str, directory: bool = False) -> "_core.Temporary":
-    """A new locked temporary file (or directory) in ``parent`` for ``label`` (the final name,
-    or what it is for), after removing the stale ones there (each reported on stderr). The
-    caller ``commit(final)``s or ``close()``s it (removing it); until then it is locked."""
+    """A new locked temporary file (or directory) in ``parent`` for ``label``, after removing the
+    stale ones there; the caller ``commit(final)``s or ``close()``s it."""
     parent = os.fspath(parent)
     with os_errors(f"creating a temporary {'directory' if directory else 'file'} in", parent):
         t = _core.Temporary(parent, label, directory)
@@ -41,9 +37,8 @@ def temporary(parent: PathLike, label: str, directory: bool = False) -> "_core.T
 
 @contextlib.contextmanager
 def replacing(path: PathLike, operation: str = "writing") -> Iterator[str]:
-    """Write ``path`` whole or not at all: yields a locked temporary path beside it, renamed
-    over ``path`` when the block ends; removed if the block raises. OS errors name ``path``
-    and ``operation``."""
+    """Write ``path`` whole or not at all: yields a temporary path beside it, renamed over
+    ``path`` when the block ends; OS errors name ``path`` and ``operation``."""
     path = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(path))
     with os_errors(operation, path):
@@ -56,11 +51,8 @@ def replacing(path: PathLike, operation: str = "writing") -> Iterator[str]:
 
 
 def allocated_memmap(path: PathLike, dtype: Any, shape: Tuple[int, ...]) -> np.memmap:
-    """A new ``.npy`` at ``path`` (created, or truncated) of ``dtype`` and ``shape``, zero-filled,
-    as a writable memory map whose every byte is allocated on disk (docs/ARCHITECTURE.md, "Errors
-    and cancellation"): the one way the package writes a file through a map. On an error
-    (``ENOSPC`` naming ``path``) the file is removed; the caller's :func:`os_errors` adds what it
-    was writing."""
+    """A new zero-filled ``.npy`` at ``path`` as a writable memory map whose every byte is
+    allocated on disk (the package's one way to write through a map); removed on an error."""
     path = os.fspath(path)
     with _whole_or_removed(path):
         a = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=tuple(shape))
@@ -72,15 +64,13 @@ def allocated_memmap(path: PathLike, dtype: Any, shape: Tuple[int, ...]) -> np.m
     return a
 
 
-#: What ``posix_fallocate`` answers where the file system cannot allocate ahead (glibc emulates
-#: it on most of them; musl and some file systems do not): EINVAL is ZFS's answer before 2.2.
+#: ``posix_fallocate``'s answers where the file system cannot (EINVAL: ZFS before 2.2).
 _NO_FALLOCATE = {errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
 
 
 def _allocate(path: str, start: int, end: int) -> None:
-    """Allocate bytes ``[0, end)`` of the file ``path`` (whose bytes from ``start`` are zeros
-    not yet written): ``posix_fallocate``, or where the file system has none, zeros written
-    over ``[start, end)``, which allocates them as well where a write does."""
+    """Allocate bytes ``[0, end)`` of ``path``: ``posix_fallocate``, else zeros written over
+    ``[start, end)``."""
     fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
     try:
         if end > 0 and hasattr(os, "posix_fallocate"):
@@ -100,8 +90,7 @@ def _allocate(path: str, start: int, end: int) -> None:
 
 
 def save_npy(path: PathLike, array: np.ndarray) -> str:
-    """``array`` saved as the ``.npy`` ``path``, written with ``write`` (docs/ARCHITECTURE.md,
-    "Errors and cancellation"); removed on an error, which names ``path``."""
+    """``array`` saved as the ``.npy`` ``path`` with ``write``; removed on an error."""
     path = os.fspath(path)
     with _whole_or_removed(path), open(path, "wb") as f:
         np.save(_Stream(f), array, allow_pickle=False)
@@ -109,8 +98,7 @@ def save_npy(path: PathLike, array: np.ndarray) -> str:
 
 
 class _Stream:
-    """A file's ``write`` alone: not a file object to ``np.save``, which then writes in chunks
-    with ``write`` instead of ``tofile``."""
+    """A file's ``write`` alone, so that ``np.save`` writes with it, not ``tofile``."""
 
     def __init__(self, f: Any):
         self.write = f.write
@@ -118,8 +106,7 @@ class _Stream:
 
 @contextlib.contextmanager
 def _whole_or_removed(path: str) -> Iterator[None]:
-    """The block writes the file ``path``; on any error (a signal too) the file is removed, and an
-    OS error names ``path`` where it named no file (a failed ``write()`` names none)."""
+    """On any error of the block (a signal too) ``path`` is removed, and an OS error names it."""
     try:
         yield
     except OSError as e:
@@ -131,7 +118,6 @@ def _whole_or_removed(path: str) -> Iterator[None]:
 
 
 def _named(e: OSError, path: str) -> OSError:
-    """``e`` with ``path`` as its file name where it had none (a failed write has none)."""
     if e.filename is not None or e.errno is None:
         return e
     new = type(e)(e.errno, e.strerror or os.strerror(e.errno), path)
@@ -156,17 +142,12 @@ def reclaim(parent: PathLike) -> int:
 
 @contextlib.contextmanager
 def os_errors(operation: str, path: Optional[PathLike] = None) -> Iterator[None]:
-    """Re-raise an ``OSError`` of the block as one naming ``operation`` (``"writing the
-    checkpoint"``) and ``path``: the same class, ``errno``, ``filename`` (``path`` where the error
-    had none, as a failed ``write()`` has) and ``filename2``, with the operation and path in
-    ``strerror`` and as ``.operation`` / ``.path``. An error that already names its operation
-    (from an inner block) is raised unchanged: the innermost knows best; so are errors without
-    an errno (made by ringgnn or a library with their own message)."""
+    """Re-raise an ``OSError`` of the block as one of the same class and errno naming
+    ``operation`` and ``path`` (in ``strerror`` and as ``.operation`` / ``.path``). Errors
+    without an errno, ringgnn's own and those an inner block named are raised unchanged."""
     try:
         yield
     except OSError as e:
-        # ringgnn's own errors (an existing output is a FileExistsError) and errors made without
-        # an errno already say what they mean; one that names its operation came from an inner block.
         if e.errno is None or isinstance(e, _core.RingGnnError) or getattr(e, "operation", None) is not None:
             raise
         raise _with_operation(e, operation, path).with_traceback(e.__traceback__) from None
@@ -183,9 +164,8 @@ def _with_operation(e: OSError, operation: str, path: Optional[PathLike]) -> OSE
 
 
 def describe(e: BaseException) -> str:
-    """The one-line message of an error for the CLI: ``OPERATION PATH: REASON [Errno N]`` for
-    OS errors (with the file that failed, where it is another than PATH and not PATH's own
-    temporary), else the error's text."""
+    """The CLI's one-line message of an error: ``OPERATION PATH: REASON [Errno N] (file F)`` for
+    OS errors, else the error's text."""
     if isinstance(e, OSError) and getattr(e, "operation", None) is not None:
         where = f"{e.operation} {e.path}" if e.path else e.operation
         text = f"{where}: {e.reason} [Errno {e.errno}]"
@@ -201,8 +181,7 @@ def describe(e: BaseException) -> str:
 
 
 def keep_files(files: "list[str]", directory: PathLike, what: str) -> None:
-    """Move each of ``files`` into ``directory`` under its own name (``what`` names them in an
-    OS error): the layer files an inference run was asked to keep."""
+    """Move each of ``files`` into ``directory`` (``what`` names them in an OS error)."""
     for f in files:
         kept = os.path.join(directory, os.path.basename(f))
         with os_errors(f"keeping the {what}", kept):
@@ -210,8 +189,7 @@ def keep_files(files: "list[str]", directory: PathLike, what: str) -> None:
 
 
 _MAGIC = b"\x93NUMPY"
-#: Header length reserved by :class:`NpyWriter` (magic + version + length + dict + padding): room
-#: for any shape, so the final shape can be written over the first without moving the data.
+#: The header :class:`NpyWriter` reserves: room for any final shape.
 _HEADER = 128
 
 
@@ -241,8 +219,7 @@ class NpyWriter:
         self.rows += a.shape[0]
 
     def close(self, shape: Optional[Tuple[int, ...]] = None) -> str:
-        """Finish the file; ``shape`` (of as many elements as were written) replaces the shape
-        of the rows written (a flat stream written as the (2, E) array it is)."""
+        """Finish the file, with ``shape`` (as many elements) in place of the rows written."""
         shape = (self.rows,) + self.row_shape if shape is None else tuple(shape)
         header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": shape}
         text = repr(header).encode("latin1")

@@ -1,5 +1,4 @@
-"""Numbers as the commands and the plans print them (counts with a decimal prefix, bytes with a binary
-one)."""
+"""Numbers as the commands print them: counts with a decimal prefix, bytes with a binary one."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ def human_bytes(n: float) -> str:
 
 
 def _scaled(x: float, base: int, units: Sequence[str], sep: str) -> str:
-    """``x`` in the first of ``units`` (each ``base`` times the one before) under which it is below
-    ``base`` (the last takes any size): whole in the first unit, with one decimal after."""
+    """``x`` in the first of ``units`` under which it is below ``base``."""
     for unit in units[:-1]:
         if abs(x) < base:
             return f"{x:.0f}{sep}{unit}" if unit == units[0] else f"{x:.1f}{sep}{unit}"

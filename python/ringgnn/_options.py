@@ -1,8 +1,5 @@
 """Every option a user gives ringgnn, parsed once where it enters: the Python API calls these
-functions on its arguments and the command line uses them as argparse types (:func:`arg`), so a
-value is checked by one rule whichever way it came; rules the Rust core also needs (fanouts,
-backend and cache-policy names) are the core's own (docs/ARCHITECTURE.md, "Options").
-"""
+functions and the command line uses them as argparse types (:func:`arg`)."""
 
 from __future__ import annotations
 
@@ -23,7 +20,6 @@ from ._files import os_errors
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
 
-#: Backend names ("auto", "memory", "uring", "pread") and cache policies, as the core accepts them.
 BACKENDS: Tuple[str, ...] = tuple(_core.BACKENDS)
 CACHE_POLICIES: Tuple[str, ...] = tuple(_core.CACHE_POLICIES)
 
@@ -59,28 +55,19 @@ def process_rss() -> int:
         return 0
 
 
-#: Library code pages (PyTorch's, PyG's, numpy's, the core's) a running command keeps touching. A
-#: memory cgroup counts them, but the kernel can drop and refault them, so plans size from the
-#: anonymous memory (:func:`held_memory`) and leave this much room for them besides. Measured:
-#: 60 MB referenced during a layer of layer-wise inference with PyTorch imported (torch 2.15, PyG
-#: 2.x; ``/proc/self/smaps`` after ``clear_refs``).
+#: Library code pages a running command keeps touching, which plans leave room for besides the
+#: anonymous memory (:func:`held_memory`). Measured (``/proc/self/smaps`` after ``clear_refs``):
+#: 60 MB in a layer of inference with PyTorch; 7.3 MiB without it (twice that here); 245 MiB in a
+#: heterogeneous training epoch.
 CODE_BYTES = 64 << 20
-#: The same without PyTorch in the process (layer-wise inference on the CPU: Python, numpy, the
-#: core): measured 7.3 MiB referenced during a layer on the 1M-node graph of issue 24; twice that.
 CODE_BYTES_NO_TORCH = 16 << 20
-#: The same for training with PyTorch (autograd, the optimizer, the loaders): measured 245 MiB of
-#: library pages referenced in 30 s of a heterogeneous training epoch on the CPU (an upper bound:
-#: the referenced flag of a shared library page is also set by other processes using it).
 CODE_BYTES_TRAINING = 256 << 20
 
 
 def held_memory() -> int:
-    """The anonymous memory this process holds now (``RssAnon``: the heap, the runtime's and the
-    libraries' data, what no cgroup can reclaim without swap), the one measure of what a plan
-    takes off a budget as held; the resident size where ``/proc/self/status`` does not say. Not
-    the resident size: its mapped library pages (350 MB with PyTorch) are reclaimed and
-    refaulted under a cgroup, and counting them as held starves the plan; plans leave
-    :func:`code_bytes` for them instead."""
+    """The anonymous memory this process holds (``RssAnon``; else the resident size), what a plan
+    takes off a budget as held. Not the resident size: its library pages (350 MB with PyTorch)
+    can be reclaimed; plans leave :func:`code_bytes` for them."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -92,9 +79,8 @@ def held_memory() -> int:
 
 
 def code_bytes(training: bool = False) -> int:
-    """The room a plan leaves for the library code a running command keeps touching:
-    :data:`CODE_BYTES` once PyTorch is imported (:data:`CODE_BYTES_TRAINING` for ``training``),
-    :data:`CODE_BYTES_NO_TORCH` before."""
+    """The room a plan leaves for library code: :data:`CODE_BYTES` (or ``_TRAINING``) once PyTorch
+    is imported, :data:`CODE_BYTES_NO_TORCH` before."""
     if "torch" not in sys.modules:
         return CODE_BYTES_NO_TORCH
     return CODE_BYTES_TRAINING if training else CODE_BYTES
@@ -102,11 +88,8 @@ def code_bytes(training: bool = False) -> int:
 
 def default_memory(cap: Optional[int] = None, held: Optional[int] = None) -> int:
     """A command's default memory budget: what the process holds (``held``, default its resident
-    memory now) plus what the core's one rule allows (half of ``MemAvailable``, or 7/8 of the room
-    under the memory cgroups above the process, v1 or v2, ``memory.high`` included, never the
-    room's last 48 MiB that the kernel's page cache and buffers need, if less), and with ``cap``
-    the growth at most ``cap`` bytes. A default that ignored a container's limit would get the
-    process killed."""
+    memory) plus the core's share (half of ``MemAvailable``, or less under a memory cgroup), the
+    growth at most ``cap`` bytes."""
     held = process_rss() if held is None else held
     share = _core.default_budget()
     if share is None:
@@ -115,31 +98,25 @@ def default_memory(cap: Optional[int] = None, held: Optional[int] = None) -> int
 
 
 def check_default(budget: int, least: int, held: int = 0) -> None:
-    """Refuse a default ``budget`` (what the process holds, ``held``, plus :func:`default_memory`'s
-    growth) below the ``least`` a command needs when a memory cgroup bounds the default: the error
-    names the cgroup's limit, the least budget and the least limit that runs (the core's one
-    message, ``DefaultBudget::refusal``), not a ``--memory`` the user never gave. A default the
-    machine bounds is left to the command's own check."""
+    """Refuse a default ``budget`` below the ``least`` a command needs when a memory cgroup bounds
+    it, with the core's message naming the cgroup's limit (not a ``--memory`` never given)."""
     why = _core.default_refusal(int(budget), int(least), int(held))
     if why is not None:
         raise InputError(why)
 
 
 def reserve(value: Union[None, int, str]) -> int:
-    """The bytes of a memory budget left to the caller: ``value``, or by default what this
-    process already uses now (the Python runtime, PyTorch, the model, anything loaded)."""
+    """The bytes of a budget left to the caller: ``value``, or what this process uses now."""
     n = size(value, "reserve")
     return process_rss() if n is None else n
 
 
-#: The largest count any option takes: the core's counts and seeds are 64-bit unsigned, and a
-#: larger Python int would fail converting into it (an ``OverflowError`` far from the option).
+#: The largest count any option takes (the core's are 64-bit unsigned).
 MAX_COUNT = (1 << 64) - 1
 
 
 def count(value: Any, what: str, minimum: int = 0) -> int:
-    """An integer of at least ``minimum`` and at most :data:`MAX_COUNT` (threads, batch sizes,
-    seeds, epochs...)."""
+    """An integer of at least ``minimum`` and at most :data:`MAX_COUNT`."""
     n = _integer(value, what)
     if n < minimum:
         need = "at least 1" if minimum == 1 else f">= {minimum}"
@@ -151,9 +128,8 @@ def count(value: Any, what: str, minimum: int = 0) -> int:
 
 def real(value: Any, what: str, low: float = -math.inf, high: float = math.inf, *, above: bool = False,
          below: bool = False) -> float:
-    """A finite number in ``[low, high]`` (``above``: greater than ``low``; ``below``: less than
-    ``high``). NaN and infinities are refused: argparse's ``type=float`` takes "nan" and "inf",
-    and PyTorch, numpy and the core would fail on them later, far from the option."""
+    """A finite number in ``[low, high]`` (``above``/``below``: open at that end); NaN and
+    infinities are refused here, not far from the option."""
     try:
         x = float(value)
     except (TypeError, ValueError, OverflowError):
@@ -166,21 +142,6 @@ def real(value: Any, what: str, low: float = -math.inf, high: float = math.inf, 
             rule = f"in {'(' if above else '['}{low:g}, {high:g}{')' if below else ']'}"
         raise InputError(f"{what} must be {rule}, not {value!r}")
     return x
-
-
-def learning_rate(value: Any) -> float:
-    """``--lr``: Adam's learning rate, a finite number > 0 (0 would train nothing)."""
-    return real(value, "--lr", 0.0, above=True)
-
-
-def dropout(value: Any) -> float:
-    """``--dropout``: the probability of dropping a unit between layers, in [0, 1)."""
-    return real(value, "--dropout", 0.0, 1.0, below=True)
-
-
-def negative_ratio(value: Any) -> float:
-    """``--neg-ratio``: random negative pairs per positive, a finite number > 0."""
-    return real(value, "--neg-ratio", 0.0, above=True)
 
 
 def optional_count(value: Any, what: str, minimum: int = 1) -> Optional[int]:
@@ -198,8 +159,7 @@ def _integer(value: Any, what: str) -> int:
 
 
 def fanouts(value: Union[str, Sequence[int]]) -> List[int]:
-    """Neighbors per hop from "20,15,10" or [20, 15, 10]: each a positive count or -1 (all);
-    the core's rule (``_core.parse_fanouts``)."""
+    """Neighbors per hop from "20,15,10" or [20, 15, 10]: each a positive count or -1 (all)."""
     if isinstance(value, bytes) or not isinstance(value, (str, Sequence, np.ndarray)):
         raise InputError(f"fanouts must be a list of integers such as [20, 15, 10], not {value!r}")
     if not isinstance(value, str):
@@ -208,17 +168,15 @@ def fanouts(value: Union[str, Sequence[int]]) -> List[int]:
 
 
 def hyperbatch(value: Union[int, str]) -> str:
-    """Batches sampled together: "auto" or a count of at least 1, as the core's text (the core
-    parses it, by its one rule)."""
+    """Batches sampled together, "auto" or a count, as the text the core parses."""
     if isinstance(value, str):
         return value.strip()
     return str(_integer(value, "hyperbatch"))
 
 
 def hyperbatch_size(value: Union[None, int, str]) -> Optional[int]:
-    """Batches sampled together, as the typed loader's core takes them (``TypedLoader.sizes``):
-    None for "auto", else a count of at least 1; the core's rule (``Hyperbatch::from_str``) for
-    the homogeneous ones. None (already parsed "auto") stays None."""
+    """Batches sampled together as the typed loader takes them: None for "auto" (or None), else
+    a count of at least 1."""
     if value is None:
         return None
     text = hyperbatch(value)
@@ -233,7 +191,6 @@ def hyperbatch_size(value: Union[None, int, str]) -> Optional[int]:
     return n
 
 
-#: How layer-wise inference stores its hidden layers' rows (``--hidden-dtype``; outputs stay f32).
 HIDDEN_DTYPES: Tuple[str, ...] = ("bf16", "f16", "f32")
 
 
@@ -243,8 +200,7 @@ def hidden_dtype(value: Optional[str]) -> str:
 
 
 def inference_device(value: Optional[str]) -> str:
-    """Layer-wise inference's ``--device``: cpu (the default, None) or cuda (refused where
-    PyTorch sees no CUDA device)."""
+    """``--device``: cpu (the default, None) or cuda (refused where PyTorch sees no CUDA device)."""
     d = "cpu" if value is None else choice(value, ("cpu", "cuda"), "--device")
     if d == "cuda":
         import torch
@@ -272,8 +228,8 @@ def cache_policy(value: Any) -> str:
 
 
 def seeds(dataset: Any, spec: Any, what: str = "seeds") -> np.ndarray:
-    """Seed node ids as a 1-D int64 array: None or "all" for every node, a split name, a
-    ``.npy`` file of ids, or an array (numpy, torch, list). Ranges are checked by the core."""
+    """Seed node ids as a 1-D int64 array: None or "all", a split name, a ``.npy`` file of ids, or
+    an array (numpy, torch, list); ranges are checked by the core."""
     if spec is None or (isinstance(spec, str) and spec == "all"):
         return np.arange(dataset.num_nodes, dtype=np.int64)
     if isinstance(spec, (str, os.PathLike)):
@@ -303,7 +259,6 @@ def node_ids(value: Any, what: str = "seeds") -> np.ndarray:
 
 
 def _array(value: Any) -> np.ndarray:
-    """``value`` (numpy, torch, list) as a numpy array; a torch tensor without importing torch."""
     return np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
 
 
@@ -317,12 +272,9 @@ def stored_split(dataset: Any, edges: Any) -> Optional[str]:
 
 def edge_pairs(dataset: Any, edges: Any, what: str = "edges", counts: Optional[Tuple[int, int]] = None,
                types: Optional[Tuple[str, str]] = None) -> np.ndarray:
-    """Pairs as a (2, n) int64 array: an edge split's name, a ``.npy`` file or an array (numpy,
-    torch) of shape (2, n) or (n, 2) (a (2, 2) array is read as (2, n): rows are sources and
-    destinations), every id checked. ``dataset``: a dataset, or a typed dataset's relation (its
-    edge splits); ``counts``: the nodes of the source and destination ends (default
-    ``dataset.num_nodes`` both), ``types`` their node types (named in errors; default: the dataset's
-    nodes). ``what`` names the option in errors."""
+    """Pairs as a (2, n) int64 array from an edge split's name, a ``.npy`` or an array of shape
+    (2, n) or (n, 2) ((2, 2) is read as (2, n)), every id checked. ``dataset``: a dataset or a
+    relation; ``counts``/``types``: each end's nodes and type; ``what`` names the option."""
     if isinstance(edges, (str, os.PathLike)):
         spec = os.fspath(edges)
         if spec in dataset.edge_split_names:
@@ -356,8 +308,7 @@ def edge_pairs(dataset: Any, edges: Any, what: str = "edges", counts: Optional[T
 
 
 def time(value: Any, what: str = "--at") -> int:
-    """One time, an integer in the unit of the dataset's times (int64: ``docs/FORMAT.md``, "Times"),
-    from an integer or its text."""
+    """One time (int64, in the unit of the dataset's times) from an integer or its text."""
     try:
         return _as_time(value)
     except ValueError:
@@ -369,10 +320,8 @@ def time(value: Any, what: str = "--at") -> int:
 
 
 def _as_time(value: Any, digits: bool = False) -> int:
-    """The one reader of times (:func:`time`, :func:`parse_link_split_time`): ``value`` as an int64,
-    from an integer (not a bool) or its text (as ``int`` reads it, or only ``[+-]DIGITS`` when
-    ``digits``). Raises ValueError for text that is not one, TypeError for a value that is not an
-    integer, OverflowError (its ``args[0]`` the integer) outside int64; the callers word them."""
+    """``value`` as an int64 from an integer or its text (``digits``: only ``[+-]DIGITS``); raises
+    ValueError, TypeError or OverflowError (``args[0]``: the integer), which callers word."""
     if isinstance(value, str):
         if digits and not re.fullmatch(r"[+-]?\d+", value):
             raise ValueError(value)
@@ -387,8 +336,7 @@ def _as_time(value: Any, digits: bool = False) -> int:
 
 
 def seed_times(value: Any, n: int, what: str = "input_time") -> np.ndarray:
-    """Seed times for ``n`` seeds (numpy, torch, list, or one integer for all of them) as a
-    contiguous 1-D int64 array of length ``n``; the same unit as the dataset's times."""
+    """Seed times for ``n`` seeds (an array, or one integer for all) as a 1-D int64 array."""
     a = _array(value)
     if a.ndim > 1:
         raise InputError(f"{what} must be one integer time per seed (a 1-D array) or one integer, got shape {a.shape}")
@@ -397,7 +345,7 @@ def seed_times(value: Any, n: int, what: str = "input_time") -> np.ndarray:
             i = next(i for i, x in enumerate(value) if not -(1 << 63) <= x < 1 << 63)
             raise InputError(f"{what}[{i}] = {value[i]}: outside the times int64 holds (-2^63 to 2^63 - 1)")
         raise InputError(f"{what} must be integer times (the unit of the dataset's times), got dtype {a.dtype}")
-    # uint64 holds times past int64's (numpy makes it of Python ints from 2^63 on): refused, not wrapped.
+    # uint64 past int64: refused, not wrapped.
     if a.dtype == np.uint64 and a.size and int(a.max()) > np.iinfo(np.int64).max:
         i = int(np.argmax(a.reshape(-1)))
         raise InputError(f"{what}{'' if a.ndim == 0 else f'[{i}]'} = {a.reshape(-1)[i]}: outside the times int64 "
@@ -410,10 +358,8 @@ def seed_times(value: Any, n: int, what: str = "input_time") -> np.ndarray:
 
 
 def parse_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) -> SplitArg:
-    """A split spec as the core wants it: [(name, fraction), ...] or [(name, path), ...].
-
-    Accepts "train=0.5,val=0.1,test=0.4", "train=a.npy,val=b.npy", or a dict of either.
-    """
+    """[(name, fraction), ...] or [(name, path), ...] from "train=0.5,val=0.1,test=0.4",
+    "train=a.npy,val=b.npy", or a dict of either."""
     if isinstance(spec, str):
         items = _name_values(spec, lambda part: f"split '{spec}': '{part}' is not NAME=VALUE; use e.g. "
                                                 "train=0.5,val=0.1,test=0.4 or train=train.npy,val=val.npy")
@@ -435,22 +381,19 @@ def parse_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) 
 
 
 def parse_link_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) -> SplitArg:
-    """``--link-split``: held-out fractions of the edges ("val=0.05,test=0.1") or edge lists
-    (``.npy`` of shape (2, n) or (n, 2): "val=val.npy,test=test.npy", optionally with
-    "train=train.npy"), or a dict of either. Names, fractions and files are checked by the core."""
+    """``--link-split``: held-out fractions ("val=0.05,test=0.1") or edge lists
+    ("val=val.npy,test=test.npy"), or a dict; checked by the core."""
     try:
         return parse_split(spec)
     except InputError as e:
         raise InputError(f"--link-split: {e}") from None
 
 
-#: The splits a task table may give (``--task-table``): ``train`` and ``val`` are needed.
 TASK_TABLE_SPLITS = ("train", "val", "test")
 
 
 def task_tables(spec: Union[str, Mapping[str, Union[str, os.PathLike]]]) -> Dict[str, str]:
-    """``--task-table``: a table of rows per split, "train=T1.parquet,val=T2.parquet,test=T3.csv"
-    or a dict of paths; ``train`` and ``val`` needed, ``test`` optional."""
+    """``--task-table``: "train=T1.parquet,val=T2.parquet,test=T3.csv" or a dict; train and val needed."""
     hint = "give SPLIT=FILE pairs, e.g. train=train.parquet,val=val.parquet,test=test.parquet"
     try:
         items = parse_split(spec)
@@ -469,9 +412,7 @@ def task_tables(spec: Union[str, Mapping[str, Union[str, os.PathLike]]]) -> Dict
 
 
 def parse_link_split_time(spec: Union[str, Mapping[str, int]]) -> List[Tuple[str, int]]:
-    """``--link-split-time``: held-out splits by edge time, "val=T1,test=T2" (or a dict): the edge
-    events after T1 go to val, those after T2 to test. Times are integers in the unit of the
-    dataset's edge times (int64); names, their order and T1 <= T2 are checked by the core."""
+    """``--link-split-time``: "val=T1,test=T2" (or a dict) of int64 times; checked by the core."""
     what = "--link-split-time"
     example = "use e.g. val=100,test=200 (integer times in the unit of --edge-time)"
     if isinstance(spec, str):
@@ -495,8 +436,7 @@ def parse_link_split_time(spec: Union[str, Mapping[str, int]]) -> List[Tuple[str
 
 
 def _name_values(spec: str, not_a_pair: Any) -> List[Tuple[str, Any]]:
-    """The (name, value) pairs of "NAME=VALUE,NAME=VALUE" (stripped, empty parts skipped); a part
-    that is not NAME=VALUE is refused with ``not_a_pair(part)``."""
+    """The (name, value) pairs of "NAME=VALUE,..."; a part that is not one: ``not_a_pair(part)``."""
     items: List[Tuple[str, Any]] = []
     for part in spec.split(","):
         part = part.strip()
@@ -549,7 +489,6 @@ def _int_text(text: str, what: str = "") -> int:
         raise InputError(f"{what + ' ' if what else ''}'{text}' is not an integer") from None
 
 
-#: argparse types of the command line, each made from the parsers above.
 size_arg = arg(parse_size)
 count_arg = arg(lambda t: count(_int_text(t), "the value"))
 positive_arg = arg(lambda t: count(_int_text(t), "the value", 1))

@@ -1,7 +1,5 @@
-"""How many cores the process may run on (:func:`cores`, the default of every thread count), the
-OpenMP wait policy set before PyTorch loads (:func:`passive_waits`), and numpy's BLAS threads
-(docs/INFERENCE.md, "Threads that sleep between the dense parts").
-"""
+"""The cores the process may run on (:func:`cores`), the OpenMP wait policy set before PyTorch
+loads (:func:`passive_waits`) and numpy's BLAS threads."""
 
 from __future__ import annotations
 
@@ -12,15 +10,13 @@ from contextlib import contextmanager
 from typing import Any, Iterator, List, Tuple
 
 def cores() -> int:
-    """Cores this process may run on: its CPU affinity where the OS has one (a container or
-    ``taskset`` may allow fewer than the machine has), else the machine's count."""
+    """Cores this process may run on: its CPU affinity, else the machine's count."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
 
 
-#: The environment variable of libgomp's (and Intel OpenMP's) wait policy.
 WAIT_POLICY = "OMP_WAIT_POLICY"
 
 
@@ -32,8 +28,6 @@ def passive_waits() -> bool:
     os.environ.setdefault(WAIT_POLICY, "PASSIVE")
     return True
 
-
-# --- numpy's BLAS ------------------------------------------------------------------------------------
 
 #: The thread-count functions of the OpenBLAS builds numpy ships or links: (set, get) names.
 _OPENBLAS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
@@ -68,12 +62,8 @@ def blas_threads() -> List[int]:
 
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
-    """numpy's BLAS on one thread within the block (layer-wise inference's dense parts on the
-    CPU), the counts restored after. Its products are called once per piece and per finishing
-    slice, each a few milliseconds of work; with a thread per core, each call waits for the pool
-    to be scheduled, and on cores shared with other work that wait is the call's cost (measured:
-    ``docs/benchmarks.md``, "OpenMP and BLAS threads"). The folds, the work that scales with the
-    edges, run on every core in the Rust core."""
+    """numpy's BLAS on one thread within the block: its products are milliseconds each, and a
+    pool per call waits to be scheduled (``docs/benchmarks.md``, "OpenMP and BLAS threads")."""
     libs = _openblas()
     before = [int(get()) for _, get in libs]
     for set_threads, _ in libs:

@@ -1,6 +1,4 @@
-"""Progress bars: :class:`TqdmProgress`, the object the core reports its stages to
-(docs/USAGE.md, "Datasets", ``progress=``).
-"""
+"""Progress bars: :class:`TqdmProgress`, the object the core reports its stages to."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ from tqdm import tqdm
 
 def bar(total: Optional[int], desc: str, unit: str, *, disable: bool = False, leave: bool = True,
         file: Optional[TextIO] = None, unit_scale: bool = False) -> tqdm:
-    """A tqdm bar on ``file`` (stderr by default) that redraws twice a second on a terminal and
-    at most every 15 seconds when the output is a file or a pipe (CI logs stay readable)."""
+    """A tqdm bar on ``file`` (stderr) redrawn twice a second on a terminal, every 15 s elsewhere."""
     file = file if file is not None else sys.stderr
     isatty = getattr(file, "isatty", lambda: False)()
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale,
@@ -39,8 +36,7 @@ class TqdmProgress:
             self._bar.update(n)
 
     def note(self, line: str) -> None:
-        """A line about something done besides the task (a stale temporary removed), printed
-        above the bar."""
+        """A line about something done besides the task, printed above the bar."""
         tqdm.write(f"ringgnn: {line}", file=self.file)
 
     def close(self) -> None:
@@ -57,8 +53,7 @@ class TqdmProgress:
 
 @contextmanager
 def reporting(progress: Any) -> Iterator[Any]:
-    """The ``progress=`` argument of the package's builds as the core takes it: True gives tqdm
-    bars on stderr (closed when the block ends), False or None nothing, any other object itself."""
+    """``progress=`` as the core takes it: True gives tqdm bars, False or None nothing, else itself."""
     if progress is True:
         with TqdmProgress() as bars:
             yield bars

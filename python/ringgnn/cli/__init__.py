@@ -1,9 +1,6 @@
-"""The ``ringgnn`` command: one module per group of commands (``data``: convert, generate, info,
-verify, demo; ``sample``; ``train``; ``infer``: predict, embed, report; ``serve``), and the one
-place that turns an exception into its exit status and one-line message (:func:`_failure`;
-docs/USAGE.md, "Datasets" and "Failure behaviour"). Everything is imported inside :func:`main`,
-within the Ctrl-C handler.
-"""
+"""The ``ringgnn`` command: one module per group of commands, and the one place that turns an
+exception into its exit status and one-line message (:func:`_failure`). Everything is imported
+inside :func:`main`, within the Ctrl-C handler."""
 
 from __future__ import annotations
 
@@ -15,13 +12,11 @@ from typing import Any, List, Optional
 
 from .. import _signals
 
-#: The environment variable that prints the traceback of an error before its one line.
+#: Set, it prints an error's traceback before its one line.
 DEBUG = "RINGGNN_DEBUG"
 
 
 def build_parser() -> Any:
-    # Imported here, inside main()'s Ctrl-C handler: __version__ loads the core, the command modules
-    # numpy and the core (see the module's docstring).
     from .. import __version__
     from . import data, infer, sample, serve, train
 
@@ -44,7 +39,6 @@ def build_parser() -> Any:
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the ``ringgnn`` command line; returns the exit status."""
     prog, built, before = "ringgnn", None, None
-    # The process's own command (no argv given) keeps its handlers, disarmed, until it exits.
     with _signals.interrupts(keep=argv is None) as disarm:
         try:
             args = build_parser().parse_args(argv)
@@ -67,7 +61,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _failure(prog, e)
 
 
-#: The commands that build a dataset at ``args.out``, renamed into place when complete.
 _BUILDS = ("convert", "generate")
 
 
@@ -81,14 +74,13 @@ def _identity(path: Optional[str]) -> Optional[tuple]:
 
 
 def _failure(prog: str, e: Exception) -> int:
-    """Print ``e`` as the command's one error line (after its traceback under ``RINGGNN_DEBUG``);
-    the exit status, 1."""
+    """Print ``e`` as the command's one error line; the exit status, 1."""
     if os.environ.get(DEBUG, "") not in ("", "0"):
         traceback.print_exception(type(e), e, e.__traceback__)
     # The core may be what failed to import: then no error is one of its classes.
     core = sys.modules.get("ringgnn._core")
     if core is not None and isinstance(e, (core.RingGnnError, OSError)):
-        from .._files import describe  # numpy and the core: see build_parser
+        from .._files import describe
 
         text = describe(e)
     elif isinstance(e, OSError):

@@ -1,6 +1,5 @@
 """``ringgnn convert`` for the sources of :mod:`ringgnn.importers`: ``--from`` and each source's
-options, which source an INPUT is, and which options it refuses. Edge lists and GraphBolt
-``metadata.yaml`` stay with :mod:`.data`."""
+options, which source an INPUT is, which options it refuses (edge lists and GraphBolt: :mod:`.data`)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from ..importers.ogb import convert_ogb
 from ..importers.tables import convert_table
 from ..importers.typed_tables import TypedNodes, TypedRelation, convert_typed_tables
 
-#: Options of an edge-list INPUT and their defaults (``data._EDGE_LIST_OPTIONS`` less those an
-#: importer takes): an importer refuses them when given.
+#: Options each importer refuses when given, with their defaults.
 _TABLE_ONLY = {"node_table": None, "node_id": None, "feature_columns": None, "label_column": None,
                "split_column": None, "relation": None, "time_column": None, "node_time_column": None}
 _REFUSED = {
@@ -32,11 +30,9 @@ _REFUSED = {
                 "features": None, "labels": None, "split": None, "link_split": None, "link_negatives": 100,
                 "feature": None, "task": None, "split_scheme": None, **_TABLE_ONLY},
 }
-#: Typed tables (one table per relation) build a heterogeneous dataset: relations are directed,
-#: splits come from node tables.
+#: Typed tables: relations are directed, splits come from node tables.
 _REFUSED["typed"] = {**{k: v for k, v in _REFUSED["table"].items() if k != "add_reverse"},
                      "undirected": False, "self_loops": "keep", "dedup": False, "split": None}
-#: INPUT naming a relation's table: ``SRC:REL:DST=FILE``.
 _TYPED_INPUT = re.compile(r"^[A-Za-z0-9_-]+:[A-Za-z0-9_-]+:[A-Za-z0-9_-]+=")
 
 
@@ -64,10 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "edges' ids, giving features, labels and splits (joined out of core); typed tables: TYPE=FILE, "
                    "one per node type that has one (repeatable)")
     p.add_argument("--time-column", metavar="[S:R:D=]COL", action="append", default=None,
-                   help="table input: the column of each edge's time, stored with the edge (docs/FORMAT.md, Times): "
-                   "integers as they are, a timestamp as its int64 in its unit (timestamp[s]: seconds since the "
-                   "epoch, [ms]: milliseconds, ...), a date32 as days, a date64 as milliseconds; typed tables: "
-                   "S:R:D=COL for one relation, COL for every relation (repeatable)")
+                   help="table input: the column of each edge's time: integers, or a timestamp as its int64 in its "
+                   "unit, a date32 as days, a date64 as milliseconds; typed tables: S:R:D=COL for one relation, COL "
+                   "for every relation (repeatable)")
     for flag, cols, what in (
             ("--node-id", "COL", "its id column (typed tables: TYPE=COL, or COL for every node table)"),
             ("--feature-columns", "COLS", "feature columns, comma-separated (numbers), or one column of vectors "
@@ -77,6 +72,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
              "null or empty = none)"),
             ("--node-time-column", "COL", "each node's time (as --time-column's)")):
         p.add_argument(flag, metavar=f"[TYPE=]{cols}", action="append", default=None, help=f"--node-table: {what}")
+
+def flags(dests: Any) -> str:
+    return ", ".join("--" + d.replace("_", "-") for d in dests)
+
 
 def source_of(args: Any) -> str:
     """The source ``args.input`` is: ``--from``, else detected (a GraphBolt yaml first)."""
@@ -118,7 +117,7 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
                              f"read as {source}")
         given = [d for d in _TABLE_ONLY if getattr(args, d) is not None]
         if given:
-            raise InputError(f"{', '.join('--' + d.replace('_', '-') for d in given)}: options of a table INPUT "
+            raise InputError(f"{flags(given)}: options of a table INPUT "
                              f"(with --src and --dst), and {args.input} is read as {source}")
         if args.split_scheme is not None:
             raise InputError(f"--split-scheme applies to an OGB directory INPUT, and {args.input} is read as "
@@ -127,12 +126,11 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
     typed = source == "table" and is_typed(args)
     given = [d for d, default in _REFUSED["typed" if typed else source].items() if getattr(args, d) != default]
     if given:
-        flags = ", ".join("--" + d.replace("_", "-") for d in given)
         what = {"ogb": "an OGB directory", "mag240m": "MAG240M's processed layout", "table": "an edge table"}[source]
         if typed:
             what = "typed tables (relations are directed: --add-reverse adds the reverses; splits come from " \
                    "--split-column)"
-        raise InputError(f"{flags}: not options of {what} ({args.input})"
+        raise InputError(f"{flags(given)}: not options of {what} ({args.input})"
                          + (", which says itself what to convert" if source != "table" else ""))
     if source != "table" and (args.src is not None or args.dst is not None):
         raise InputError(f"--src and --dst name the columns of a table INPUT, and {args.input} is {source}'s layout")
@@ -166,8 +164,7 @@ def _columns(v: Optional[str]) -> List[str]:
 
 
 def _scoped(args: Any, dest: str, keys: List[str], what: str) -> Tuple[Optional[str], Dict[str, str]]:
-    """``--OPT KEY=VALUE`` (for one of ``keys``) and ``--OPT VALUE`` (the default of the others),
-    each repeatable: (the default, {key: value})."""
+    """(the default, {key: value}) of repeated ``--OPT KEY=VALUE`` and ``--OPT VALUE`` (the default)."""
     flag = "--" + dest.replace("_", "-")
     default, scoped = None, {}
     for v in getattr(args, dest) or ():
@@ -197,8 +194,7 @@ def _pairs(values: List[str], flag: str, what: str) -> List[Tuple[str, str]]:
 
 
 def _typed(args: Any) -> Tuple[List[TypedRelation], List[TypedNodes]]:
-    """Typed tables: one edge table per relation, optional node tables per type
-    (:mod:`ringgnn.importers.typed_tables`)."""
+    """Typed tables: one edge table per relation, optional node tables per type."""
     if not _TYPED_INPUT.match(str(args.input)):
         raise InputError(f"{args.input}: with --relation, INPUT is a relation's table too: SRC:REL:DST=FILE")
     rel_files = _pairs([str(args.input)] + (args.relation or []), "--relation", "SRC:REL:DST")
@@ -220,7 +216,7 @@ def _typed(args: Any) -> Tuple[List[TypedRelation], List[TypedNodes]]:
     if not node_files:
         given = [d for d, (default, scoped) in opts.items() if default is not None or scoped]
         if given:
-            raise InputError(f"{', '.join('--' + d.replace('_', '-') for d in given)}: options of a --node-table "
+            raise InputError(f"{flags(given)}: options of a --node-table "
                              "TYPE=FILE; give it")
     nodes = []
     for t, path in node_files:

@@ -21,32 +21,28 @@ from ..data.generate import DEFAULTS as HD, generate_hetero
 from ..importers import graphbolt
 from ..progress import TqdmProgress
 from . import _import
+from ._import import flags
 from .._format import human, human_bytes
 
 DEMO = dict(nodes=20_000, classes=8, avg_degree=10.0, feature_dim=32, seed=0)
-DEMO_EPOCHS = 5  # GraphSAGE passes 0.9 test accuracy in 1-2; the whole demo takes a few seconds
+DEMO_EPOCHS = 5  # GraphSAGE passes 0.9 test accuracy in 1-2
 
 
 def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=count_arg, default=0, help="random seed (default 0)")
-    p.add_argument(
-        "--memory", type=size_arg, default=None, metavar="SIZE",
-        help="budget of the build (its buffers and sort workspaces, plus 112 MiB for readers, writers and "
-        "Python): bytes or K/M/G/T (default 1G, or half of what a memory cgroup or the machine leaves if less)"
-    )
+    p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE", help="budget of the build: bytes or "
+                   "K/M/G/T (default 1G, or half of what the machine or a memory cgroup leaves if less)")
     p.add_argument("--threads", type=positive_arg, default=_threads.cores(),
                    help="worker threads (default: all cores)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace the dataset at OUT (other files in its folder are kept; a folder that is not a "
-                   "dataset is refused)")
+                   help="replace the dataset at OUT (a folder that is not a dataset is refused)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
 
 
 def _add_graph_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--undirected", action="store_true", help="also add the reverse of every edge")
-    p.add_argument(
-        "--self-loops", choices=["keep", "drop"], default="keep", help="what to do with edges u->u (default keep)"
-    )
+    p.add_argument("--self-loops", choices=["keep", "drop"], default="keep", help="what to do with edges u->u "
+                   "(default keep)")
     p.add_argument("--dedup", action="store_true", help="keep one copy of each distinct edge")
 
 
@@ -60,45 +56,38 @@ def _time_range(text: str) -> tuple:
 
 
 def _add_time_options(p: argparse.ArgumentParser) -> None:
-    """A generator's times (docs/FORMAT.md, Times)."""
     p.add_argument("--edge-time", choices=["uniform", "growth"], default=None,
-                   help="give edges times: uniform (independent, uniform in --time-range, from --seed) or growth "
-                   "(each edge's index in generation order); each node's in-edges are stored by (time, source)")
+                   help="give edges times: uniform (in --time-range, from --seed) or growth (each edge's index in "
+                   "generation order)")
     p.add_argument("--node-time", choices=["uniform", "growth"], default=None,
                    help="give nodes times: uniform (in --time-range, from --seed) or growth (the node's id)")
     p.add_argument("--time-range", type=_time_range, default=None, metavar="LO,HI",
                    help="uniform times are drawn in [LO, HI) (default 0,2147483648)")
 
 
-def _add_link_options(p: argparse.ArgumentParser) -> None:
-    """A generator's link split (rmat, sbm): the options of ``convert``, fractions only."""
+def _add_link_options(p: argparse.ArgumentParser, files: bool = False) -> None:
+    """The link split of a generator (fractions only) or of ``convert`` (``files``: or .npy files)."""
     p.add_argument("--link-split", metavar="SPEC", default=None,
                    help="hold out edges for link prediction: val=0.05,test=0.1 (fractions of the distinct pairs, "
-                   "random by --seed); held-out pairs leave the graph (both directions of an undirected one), the "
-                   "pairs left are the edge split 'train' (docs/FORMAT.md, Edge splits)")
+                   "random by --seed)" + (" or val=val.npy,test=test.npy (pairs of INPUT, (2, n) or (n, 2); "
+                                          "train=train.npy: exactly those pairs train)" if files else "")
+                   + "; held-out pairs leave the graph, the pairs left are the edge split 'train'")
     p.add_argument("--link-split-time", metavar="SPEC", default=None,
                    help="hold out edges for link prediction by time (needs --edge-time; not with --link-split): "
-                   "val=T1,test=T2 sends each edge event after T1 to val and after T2 to test (test= may be omitted), "
-                   "the rest stay in the graph as train (docs/FORMAT.md, Edge splits by time)")
-    _add_link_negatives(p)
-
-
-def _add_link_negatives(p: argparse.ArgumentParser) -> None:
+                   "val=T1,test=T2 sends each edge event after T1 to val and after T2 to test (test= optional), the "
+                   "rest stay in the graph as train")
     p.add_argument("--link-negatives", type=count_arg, default=100, metavar="K",
-                   help="fixed negative destinations stored per held-out pair (default 100; 0: none)")
+                   help="fixed negative destinations stored per held-out pair (default 100; 0: none)"
+                   + ("; for a metadata.yaml, where its link task gives none" if files else ""))
 
 
 def add_parsers(sub: Any) -> None:
     """``convert``, ``generate``, ``info`` and ``verify`` (``demo`` comes last: :func:`add_demo_parser`)."""
     p = sub.add_parser("convert", help="build a dataset from an edge list", description=_CONVERT_HELP)
-    p.add_argument(
-        "input", metavar="INPUT",
-        help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy; or a DGL GraphBolt "
-        "OnDiskDataset: its metadata.yaml (.yaml/.yml) or the directory holding it; or an OGB directory "
-        "(node or link property prediction, ogbn-mag); or MAG240M's processed layout; or a table (.parquet, "
-        ".csv with a header) with --src/--dst (see --from); or SRC:REL:DST=FILE, a relation's table (typed tables, "
-        "with --relation for the others: a heterogeneous dataset)",
-    )
+    p.add_argument("input", metavar="INPUT", help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, "
+                   ".npy; or a GraphBolt metadata.yaml or its directory; or an OGB directory; or MAG240M's processed "
+                   "layout; or a table (.parquet, .csv with a header) with --src/--dst; or SRC:REL:DST=FILE, a "
+                   "relation's table (see --from)")
     p.add_argument("out", metavar="OUT_DIR", help="dataset directory to create")
     p.add_argument("--format", choices=["detect", "text", "tsv", "csv", "bin32", "bin64", "npy"], default="detect",
                    help="input format (default: detect from the name and contents)")
@@ -109,46 +98,18 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--labels", metavar="Y.npy", help="node labels [num_nodes], int32/int64, -1 = unlabeled")
     p.add_argument("--split", metavar="SPEC",
                    help="train=0.5,val=0.1,test=0.4 (random, by --seed) or train=a.npy,val=b.npy")
-    p.add_argument(
-        "--link-split", metavar="SPEC",
-        help="hold out edges for link prediction: val=0.05,test=0.1 (fractions of the distinct pairs, random by "
-        "--seed) or val=val.npy,test=test.npy (given pairs, .npy of shape (2, n) or (n, 2), each an edge of INPUT); "
-        "held-out pairs leave the graph (both directions with --undirected); the edge split 'train' is every pair "
-        "left, or with train=train.npy exactly those pairs, which must all be left in the graph "
-        "(docs/FORMAT.md, Edge splits)",
-    )
-    p.add_argument(
-        "--link-split-time", metavar="SPEC",
-        help="hold out edges for link prediction by time (needs --edge-time; not with --link-split): val=T1,test=T2 "
-        "sends each edge event after T1 to val and after T2 to test (test= may be omitted), the rest stay in the "
-        "graph as train; each split's pairs and times are stored by (time, src, dst), and negatives are drawn "
-        "among the nodes whose --node-time is not after the pair's (docs/FORMAT.md, Edge splits by time)",
-    )
-    p.add_argument(
-        "--link-negatives", type=count_arg, default=100, metavar="K",
-        help="fixed negative destinations stored per held-out edge for evaluation (default 100; 0: none); for a "
-        "metadata.yaml, drawn for the held-out sets of a link-prediction task that give no negatives",
-    )
+    _add_link_options(p, files=True)
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], help="stored feature type (default: from input)")
     p.add_argument("--edge-time", metavar="T.npy", default=None,
-                   help="edge times: an int64 (or int32) .npy with one time per input edge, in input order; each "
-                   "node's in-edges are then stored by (time, source) (docs/FORMAT.md, Times)")
+                   help="edge times: an int64 (or int32) .npy with one time per input edge, in input order")
     p.add_argument("--node-time", metavar="N.npy", default=None,
                    help="node times: an int64 (or int32) .npy with one time per node")
-    p.add_argument(
-        "--add-reverse", action="store_true", default=None,
-        help="heterogeneous input (metadata.yaml, ogbn-mag, MAG240M): also build DST:rev_REL:SRC for each "
-        "relation (PyG ToUndirected; a homogeneous GraphBolt dataset is built --undirected)",
-    )
-    p.add_argument(
-        "--feature", metavar="NAME", default=None,
-        help="metadata.yaml input: the node feature to convert per type (default feat, else a type's only one)",
-    )
-    p.add_argument(
-        "--task", metavar="NAME", default=None,
-        help="metadata.yaml input: the task whose sets become labels and splits, or a link-prediction task's edge "
-        "splits (default: the first task of each kind)",
-    )
+    p.add_argument("--add-reverse", action="store_true", default=None,
+                   help="heterogeneous input: also build DST:rev_REL:SRC for each relation (PyG ToUndirected)")
+    p.add_argument("--feature", metavar="NAME", default=None, help="metadata.yaml input: the node feature to "
+                   "convert per type (default feat, else a type's only one)")
+    p.add_argument("--task", metavar="NAME", default=None, help="metadata.yaml input: the task whose sets become "
+                   "labels and splits, or a link task's edge splits (default: the first task of each kind)")
     _import.add_arguments(p)
     _add_build_options(p)
     p.set_defaults(func=cmd_convert)
@@ -175,9 +136,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--avg-degree", type=float, required=True, metavar="D", help="mean in-degree of the stored graph")
     p.add_argument("--feature-dim", type=count_arg, required=True, metavar="F")
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], default="f32")
-    p.add_argument(
-        "--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT, help=f"default {build.DEFAULT_SBM_SPLIT}"
-    )
+    p.add_argument("--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT,
+                   help=f"default {build.DEFAULT_SBM_SPLIT}")
     _add_time_options(p)
     _add_link_options(p)
     _add_build_options(p)
@@ -186,9 +146,8 @@ def add_parsers(sub: Any) -> None:
         gsub, "hetero", cmd_generate_hetero,
         help="MAG-like heterogeneous graph: papers (features, classes), authors, institutions",
         description="A planted heterogeneous graph like MAG240M (docs/generators.md): papers with classes and "
-        "noisy features, featureless authors and institutions; writes, cites and affiliated_with relations "
-        "(and their rev_ relations); the class shows mostly through the authors, so typed models beat "
-        "models that ignore types.",
+        "noisy features, featureless authors and institutions, writes, cites and affiliated_with relations "
+        "(and rev_ ones).",
     )
     p.add_argument("--papers", type=positive_arg, required=True, metavar="N")
     p.add_argument("--authors", type=positive_arg, required=True, metavar="N")
@@ -215,7 +174,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--link-relation", metavar="S:R:D", default=None,
                    help="the relation --link-split holds out pairs of (author:writes:paper, paper:cites:paper or "
                    "author:affiliated_with:institution)")
-    _add_link_negatives(p)
+    p.add_argument("--link-negatives", type=count_arg, default=100, metavar="K",
+                   help="fixed negative destinations stored per held-out pair (default 100; 0: none)")
     _add_build_options(p)
 
     p = sub.add_parser("info", help="counts, dtypes, file sizes and degree statistics of a dataset")
@@ -226,24 +186,19 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "verify", help="check the checksums and structure of a dataset",
         description="Check a dataset against docs/FORMAT.md: every file's size, checksum, padding and "
-        "structure, and that each original node id occurs once (sorted within --memory; ids that do not "
-        "fit are sorted in runs written to a temporary directory in --spill-dir, removed afterwards).",
+        "structure, and that each original node id occurs once.",
     )  # fmt: skip
     p.add_argument("dir", metavar="DIR")
-    p.add_argument(
-        "--memory", type=size_arg, default=None, metavar="SIZE",
-        help="budget of the check (the sort of the original ids, plus 96 MiB for readers and Python): bytes "
-        "or K/M/G/T (default 1G, or half of what a memory cgroup or the machine leaves if less)",
-    )  # fmt: skip
+    p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE", help="budget of the check: bytes or "
+                   "K/M/G/T (default 1G, or half of what the machine or a memory cgroup leaves if less)")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
-                   help="directory on the SSD for the sorted runs of the original ids when they do not fit "
-                   "--memory (default: beside the dataset)")
+                   help="directory for the sorted runs of the original ids that do not fit --memory (default: "
+                   "beside the dataset)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars; print only errors")
     p.set_defaults(func=cmd_verify)
 
 
 def _generator(gsub: Any, name: str, func: Any, **kw: Any) -> argparse.ArgumentParser:
-    """The parser of ``generate NAME`` (``help``, ``description``): its OUT, then its options."""
     p = gsub.add_parser(name, **kw)
     p.add_argument("out", metavar="OUT")
     p.set_defaults(func=func)
@@ -269,9 +224,6 @@ starting with # or % are comments. The dataset is built in a hidden directory ne
 renamed into place when complete."""
 
 
-# --- commands -------------------------------------------------------------------------------
-
-
 def _bars(args) -> TqdmProgress:
     return TqdmProgress(disable=getattr(args, "quiet", False))
 
@@ -282,7 +234,7 @@ def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
     types, rels = typed_entries(manifest, "node_types"), typed_entries(manifest, "relations")
     n, e = sum(t["num_nodes"] for t in types.values()), sum(r["num_edges"] for r in rels.values())
     what = f"{n:,} nodes, {e:,} edges"
-    if "node_types" in manifest:  # heterogeneous: counts per type and relation
+    if "node_types" in manifest:
         what = f"{n:,} nodes in {len(types)} types, {e:,} edges in {len(rels)} relations"
     times = [f"{key.replace('_', ' ')} {r['min']:,} to {r['max']:,}"
              for key in ("edge_times", "node_times") if (r := manifest.get(key))]
@@ -301,15 +253,11 @@ _EDGE_LIST_OPTIONS = {
 _GRAPHBOLT_OPTIONS = ("add_reverse", "feature", "task")
 
 
-def _flags(dests) -> str:
-    return ", ".join("--" + d.replace("_", "-") for d in dests)
-
-
 def cmd_convert(args) -> int:
     times = [d for d in ("edge_time", "node_time", "link_split_time") if getattr(args, d) is not None]
     source = _import.source_of(args) if times else "edges"
-    if source not in ("edges", "graphbolt"):  # a GraphBolt yaml is refused below, with its own options
-        raise InputError(f"{_flags(times)} apply to an edge-list INPUT (text, .bin32/.bin64, .npy), and "
+    if source not in ("edges", "graphbolt"):  # a GraphBolt yaml is refused below
+        raise InputError(f"{flags(times)} apply to an edge-list INPUT (text, .bin32/.bin64, .npy), and "
                          f"{args.input} is read as {source}")
     rc = _import.convert(args, _summary, _bars)  # OGB, MAG240M: None when INPUT is neither
     if rc is not None:
@@ -321,7 +269,7 @@ def cmd_convert(args) -> int:
         return _convert_graphbolt(args, metadata)
     given = [d for d in _GRAPHBOLT_OPTIONS if getattr(args, d) is not None]
     if given:
-        raise InputError(f"{_flags(given)} apply to a GraphBolt metadata.yaml INPUT, and {args.input} is an "
+        raise InputError(f"{flags(given)} apply to a GraphBolt metadata.yaml INPUT, and {args.input} is an "
                          "edge list (for an edge list, --undirected adds the reverse edges)")
     options = _pick(args, *_EDGE_LIST_OPTIONS, "link_negatives")
     options["format"] = None if args.format == "detect" else args.format
@@ -332,7 +280,7 @@ def _convert_graphbolt(args, metadata: str) -> int:
     given = [d for d, default in _EDGE_LIST_OPTIONS.items() if getattr(args, d) != default]
     if given:
         raise InputError(
-            f"{_flags(given)} apply to an edge-list INPUT; a GraphBolt metadata.yaml ({metadata}) says what to "
+            f"{flags(given)} apply to an edge-list INPUT; a GraphBolt metadata.yaml ({metadata}) says what to "
             "convert itself and takes --add-reverse, --feature NAME, --task NAME, --link-negatives K, --seed, "
             "--memory, --threads, --overwrite and --quiet"
         )
@@ -364,13 +312,11 @@ def cmd_generate_hetero(args) -> int:
 
 
 def _pick(args, *dests: str) -> Dict[str, Any]:
-    """The options ``dests`` of ``args`` as keyword arguments (the API's names are the options')."""
     return {d: getattr(args, d) for d in dests}
 
 
 def _build(args, verb: str, fn: Any, *inputs: Any, **options: Any) -> int:
-    """Build ``args.out`` with ``fn(*inputs, out, **options)`` and the options of
-    :func:`_add_build_options`, with a bar per stage; then print its summary."""
+    """Build ``args.out`` with ``fn(*inputs, out, **options)`` and the build options; print its summary."""
     t0 = time.perf_counter()
     with _bars(args) as bars:
         manifest = fn(*inputs, args.out, **_pick(args, "seed", "memory", "overwrite", "threads"), progress=bars,
@@ -391,7 +337,7 @@ def info_dict(path: str) -> Dict[str, Any]:
     if ds.is_hetero:
         return {**head, "heterogeneous": True, "num_nodes": ds.num_nodes, "num_edges": ds.num_edges,
                 "node_types": types, "relations": rels, **tail}
-    # A homogeneous dataset is the one-type case, its type's and relation's fields at the top.
+    # The one-type case: its type's and relation's fields at the top.
     fields = {**types[HOMOGENEOUS_TYPE], **rels[HOMOGENEOUS_RELATION]}
     times = {k: fields[k] for k in _TIMES if k in fields}
     return {**head, **{k: fields[k] for k in _HOMOGENEOUS_INFO}, **times, **tail}
@@ -400,12 +346,10 @@ def info_dict(path: str) -> Dict[str, Any]:
 #: The fields of a homogeneous dataset's ``info --json``, in their order.
 _HOMOGENEOUS_INFO = ("num_nodes", "num_edges", "indices_dtype", "feature_dim", "feature_dtype", "num_classes",
                      "num_labeled", "splits", "edge_splits", "degree", "node_ids")
-#: The time ranges ``info`` shows, where the dataset has them.
 _TIMES = ("edge_times", "node_times")
 
 
 def _type_info(i: Dict[str, Any]) -> Dict[str, Any]:
-    """What ``info`` says of a node type's manifest entry (or of a homogeneous manifest)."""
     return {"num_nodes": i["num_nodes"], "feature_dim": entry_field(i, "features", "dim"),
             "feature_dtype": entry_field(i, "features", "dtype"),
             "num_classes": entry_field(i, "labels", "num_classes"),
@@ -415,7 +359,6 @@ def _type_info(i: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _relation_info(i: Dict[str, Any]) -> Dict[str, Any]:
-    """What ``info`` says of a relation's manifest entry (or of a homogeneous manifest)."""
     return {"num_edges": i["num_edges"], "indices_dtype": i["graph"]["indices_dtype"], "degree": dict(i["degree"]),
             "edge_splits": {k: dict(v) for k, v in i.get("edge_splits", {}).items()},
             **({"edge_times": dict(i["edge_times"])} if "edge_times" in i else {})}
@@ -483,8 +426,7 @@ def _edge_splits(splits: Dict[str, Any]) -> str:
 
 
 def _files_lines(info: Dict[str, Any], width: int) -> List[str]:
-    """The files of ``info`` and their total, their keys ``width`` characters wide (or as wide as
-    the longest, a typed dataset's relation files: ``relation.S:R:D.indices``)."""
+    """The files of ``info`` and their total, their keys at least ``width`` characters wide."""
     rows = [(key, f["path"], f["bytes"]) for key, f in info["files"].items()] + [("total", "", info["total_bytes"])]
     width = max(width, *(len(key) for key, _, _ in rows))
     return ["files"] + [f"  {key:<{width}} {path:<26} {human_bytes(n)}" for key, path, n in rows]
@@ -501,7 +443,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from . import main  # the demo runs the other commands as a user would
+    from . import main
 
     tmp = None
     if args.dir is None:
@@ -523,12 +465,10 @@ def cmd_demo(args) -> int:
         with _bars(args) as bars:
             report = build.verify(out, progress=bars)
         print(f"\nverify: ok ({report['files_checked']} files)\n")
-        # The sampling engine on the demo graph: two epochs over the training split.
         rc = main(["sample", out, "--fanouts", "15,10", "--batch-size", "512", "--epochs", "2"]
                   + (["--quiet"] if args.quiet else []))
         if rc:
             return rc
-        # Training on it: GraphSAGE, features read from disk; prints the accuracy reached.
         run = os.path.join(tmp.path, "run") if tmp is not None else os.path.normpath(out) + "-run"
         print()
         rc = main(["train", out, "--epochs", str(DEMO_EPOCHS), "--out", run] + (["--quiet"] if args.quiet else [])

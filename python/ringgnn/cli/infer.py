@@ -1,11 +1,5 @@
-"""``ringgnn predict``, ``ringgnn embed`` and ``ringgnn report``: use a trained run.
-
-A heterogeneous run (``ringgnn train DS --target TYPE``, or ``--task link --relation S:R:D``,
-whose ``embed`` writes an encoder's rows) goes to :func:`ringgnn.inference.hetero.infer_hetero`;
-``predict --edges`` of a heterogeneous node run is refused.
-On the CPU none of them imports PyTorch: checkpoints are read as numpy arrays
-(``ringgnn.models.torchfile``) and the dense parts are numpy's (``infer_dense``, ``hetero_dense``).
-"""
+"""``ringgnn predict``, ``embed`` and ``report``: use a trained run. On the CPU none of them
+imports PyTorch (checkpoints are read as numpy arrays)."""
 
 from __future__ import annotations
 
@@ -32,19 +26,15 @@ from ..inference.run import infer
 from ..inference.scoring import predict_edges, predict_link_edges
 from ..models.checkpoints import is_hetero_link_run, is_hetero_run, read_checkpoint
 
-NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows come in that order"
 #: The edge splits that hold stored negatives: ``predict --edges`` prints their metrics.
 HELD_OUT = ("val", "test")
-EDGES_HELP = ("a link run's pairs to score: a .npy of node-id pairs ((2, n) or (n, 2) integers; writes one score per "
-              "pair, (n,)), or a held-out edge split, val or test (its pairs and stored negatives: prints AUC, MRR and "
-              "Hits@1/3/10/20/50/100; --out gets (n, 1 + K): each pair's score, then its K negatives'). Scores are the "
-              "decoder's logits (float32; sigmoid: the probability of the edge)")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a `ringgnn train` run directory (best.pt, else last.pt)")
     p.add_argument("--dataset", metavar="DATASET", default=None, help="the dataset (default: the one the run used)")
-    p.add_argument("--nodes", default=None, help=NODES_HELP)
+    p.add_argument("--nodes", default=None,
+                   help="train, val, test, all (default) or a .npy file of node ids; rows come in that order")
     p.add_argument("--out", metavar="FILE.npy", help="where to write the array (.npy; required, except with "
                    "--edges val/test, which print the metrics)")
     p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
@@ -54,15 +44,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-layers", action="store_true",
                    help="keep the intermediate layers' outputs (layerK.f32, feature-file layout) beside --out")
     p.add_argument("--hidden-dtype", choices=HIDDEN_DTYPES, default=None,
-                   help="how hidden layers' rows are stored between layers: bf16 (default; half the bytes each "
-                   "layer reads), f16 or f32; outputs are float32 (heterogeneous runs: f32 by default)")
+                   help="how hidden layers' rows are stored between layers: bf16 (default; heterogeneous runs: "
+                   "f32), f16 or f32; outputs are float32")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
-                   help="where the dense parts (the layers' weights) run: cpu (default) or cuda (blocks copied from "
-                   "page-locked memory; the folds stay on the CPU; homogeneous runs, not with --edges)")
+                   help="where the dense parts run: cpu (default) or cuda (homogeneous runs, not with --edges)")
     p.add_argument("--at", type=time_arg, default=None, metavar="T",
-                   help="the graph as of time T (an integer in the unit of the dataset's times): only edges at or "
-                   "before T, from nodes not newer than T; a node newer than T gets its output from those edges too "
-                   "(default: every edge, the present)")
+                   help="the graph as of time T (in the unit of the dataset's times): only edges at or before T, "
+                   "from nodes not newer than T (default: every edge)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -71,36 +59,35 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "predict", help="exact predictions of a trained model for every node, or a link model's pair scores "
         "(layer-wise, out of core)",
-        description="Run the model of a `ringgnn train` run over full neighborhoods, layer by layer, with the graph, "
-        "features and each layer's outputs on disk, and write the predicted class of each node (or the class "
-        "probabilities) to a .npy file. With --nodes a split, the accuracy on it is printed. A link run "
-        "(--task link) scores pairs instead: give --edges; only the pairs' endpoints are embedded, then decoded.",
+        description="Run the model of a `ringgnn train` run over full neighborhoods, layer by layer, out of "
+        "core, and write each node's predicted class (or class probabilities) to a .npy file; with --nodes a "
+        "split, print the accuracy on it. A link run scores pairs instead: give --edges.",
     )
     _common(p)
-    p.add_argument("--edges", metavar="PAIRS.npy|SPLIT", default=None, help=EDGES_HELP)
+    p.add_argument("--edges", metavar="PAIRS.npy|SPLIT", default=None,
+                   help="a link run's pairs to score: a .npy of node-id pairs ((2, n) or (n, 2); writes (n,) "
+                   "scores), or val or test (prints AUC, MRR and Hits@K against the stored negatives; --out gets "
+                   "(n, 1 + K)). Scores are the decoder's logits (float32)")
     p.add_argument("--probabilities", action="store_true",
                    help="class probabilities (f32 [nodes, classes]); with --edges, sigmoid of the scores")
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser(
         "embed", help="node embeddings of a trained model (layer-wise, out of core)",
-        description="Write each node's output of one layer of the model (activated as the next layer sees it) to a "
-        ".npy file: by default the last hidden layer of a node run, the last layer of a link run (the embeddings its "
-        "decoder scores; of a heterogeneous link run, those of the encoder of --type).",
+        description="Write each node's output of one layer of the model (activated) to a .npy file: by default "
+        "a node run's last hidden layer, a link run's last layer.",
     )
     _common(p)
     p.add_argument("--layer", type=int, default=None, metavar="K",
-                   help="layer 1..L (default: L-1 for a node run, L being its logits; L for a link run); a "
-                   "heterogeneous run also has 0, the input rows (features, or a featureless type's embeddings), "
-                   "and a node run's defaults to the last hidden layer that computes --type")
+                   help="layer 1..L (default: L-1 for a node run, L for a link run); a heterogeneous run also has "
+                   "0, the input rows, and defaults to the last hidden layer that computes --type")
     p.add_argument("--type", default=None, metavar="TYPE",
-                   help="heterogeneous runs: the node type whose rows to write (default: the run's target); a "
-                   "link run on S:R:D: S or D, the rows of the encoder of that end (needed when S and D differ)")
+                   help="heterogeneous runs: the node type whose rows to write (default: the run's target; a link "
+                   "run on S:R:D: S or D, needed when they differ)")
     p.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="stored type (default f32)")
     p.add_argument("--attach", metavar="DS", default=None,
-                   help="instead of --out: write every node's embeddings as the features of a new dataset --name "
-                   "beside DS, a copy of DS (graph, labels and splits hard-linked) that `ringgnn train NAME` takes; "
-                   "of a heterogeneous run, those of --type, as that type's features")
+                   help="instead of --out: write every node's embeddings (of --type) as the features of a new "
+                   "dataset --name beside DS, a hard-linked copy of DS")
     p.add_argument("--name", metavar="NAME", default=None, help="with --attach: the new dataset's directory name")
     p.set_defaults(func=cmd_embed)
 
@@ -117,8 +104,6 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         raise InputError("--out: give the .npy file to write")
     if not args.out.endswith(".npy"):
         raise InputError(f"--out {args.out}: give a .npy path")
-    # Before anything is loaded: a run on the CPU, homogeneous or heterogeneous, never imports
-    # PyTorch (its checkpoint is read as numpy arrays); a GPU does.
     check_runtime(args.memory, torch=args.device == "cuda")
     read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
     hetero = is_hetero_run(read) or is_hetero_link_run(read)
@@ -128,8 +113,7 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
                          "run: leave --type out")
     if hetero and args.device not in (None, "cpu"):
         raise InputError(f"--device {args.device}: a heterogeneous run's inference runs on the CPU; leave --device out")
-    # SIGTERM (a job scheduler, `timeout`, `kill`) stops the command as Ctrl-C does, so that the
-    # temporary output and layer files are removed on the way out; for this run only.
+    # SIGTERM stops the command as Ctrl-C does: the temporary files are removed on the way out.
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
             return infer_hetero(args.run_dir, args.dataset, node_type=node_type, output=output, nodes=args.nodes,
@@ -143,8 +127,7 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
 
 
 def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
-    """``predict --edges``: a link run's scores of pairs (``ringgnn.inference.scoring`` for homogeneous
-    runs and a heterogeneous run's relation); ``read`` is its checkpoint."""
+    """``predict --edges``: a link run's scores of pairs; ``read`` is its checkpoint."""
     if args.nodes is not None:
         raise InputError("--nodes selects nodes to predict; with --edges the pairs name the nodes: drop --nodes")
     if args.out is None and args.edges not in HELD_OUT:
@@ -169,8 +152,7 @@ def _terminated(signum: int, _frame: Any) -> None:
 
 
 def _layers_line(s: Dict[str, Any]) -> str:
-    """Each computed layer's time (a typed run's with its node type), then the bytes read and
-    written and the blocks."""
+    """Each computed layer's time, the bytes read and written and the blocks."""
     parts = [f"layer {d['layer']}{' ' + d['type'] if 'type' in d else ''} {d['seconds']:.1f} s" for d in s["layers"]]
     mib = 1 << 20
     return (f"{', '.join(parts) + '; ' if parts else ''}read {s['bytes_read_neighbors'] / mib:,.1f} "
@@ -190,9 +172,9 @@ def _blocks_line(plan: Dict[str, Any]) -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    passive_waits()  # before PyTorch is imported (``ringgnn._threads``)
+    passive_waits()  # before PyTorch is imported
     if args.edges is not None:
-        check_runtime(args.memory)  # scoring pairs on the CPU imports no PyTorch either
+        check_runtime(args.memory)
         read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
         if is_hetero_run(read) and not is_hetero_link_run(read):
             raise InputError(f"--edges: scoring pairs is not supported yet for heterogeneous runs ({read[0]} "
@@ -235,7 +217,7 @@ def _print_scores(args: argparse.Namespace, s: Dict[str, Any]) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    passive_waits()  # before PyTorch is imported (``ringgnn._threads``)
+    passive_waits()  # before PyTorch is imported
     if args.attach is not None or args.name is not None:
         return _attach(args)
     s = _run(args, "embeddings", layer=args.layer, dtype=args.dtype, node_type=args.type)
@@ -270,8 +252,7 @@ def _attach(args: argparse.Namespace) -> int:
 
 
 def _print_rows(args: argparse.Namespace, s: Dict[str, Any], what: str, shape: str = "", acc: str = "") -> int:
-    """The summary of predict or embed: the rows written (of a heterogeneous run: of its type,
-    their shape and the accuracy on each split among them), their original ids, the layers."""
+    """The summary of predict or embed: the rows written, their original ids, the layers."""
     if args.json:
         print(json.dumps(s, indent=2))
         return 0
@@ -290,7 +271,6 @@ def _print_rows(args: argparse.Namespace, s: Dict[str, Any], what: str, shape: s
 
 
 def _times_line(s: Dict[str, Any]) -> str:
-    """Which graph the rows are of, on a dataset with times: as of ``--at``, or every edge."""
     if s["at"] is None:
         return "every edge, whatever its time (the graph as it is now); --at T gives the graph as of time T"
     a = s["as_of"]
@@ -326,7 +306,7 @@ def report(run_dir: str) -> Dict[str, Any]:
     )
 
 
-#: The per-epoch scores ``report`` shows, by task (the columns of ``metrics.json``'s epochs).
+#: The per-epoch scores ``report`` shows, by task.
 SCORES = {"node": ("val_acc", "test_acc"), "link": ("val_auc", "val_mrr", "test_auc", "test_mrr")}
 #: The stages of an epoch whose seconds ``report`` shows.
 _STAGES = ("sample_seconds", "gather_seconds", "train_seconds", "wait_seconds", "eval_seconds")
@@ -337,8 +317,7 @@ def _num(v: Any) -> str:
 
 
 def _history(r: Dict[str, Any], fmt: Any) -> List[str]:
-    """The per-epoch table of a run: its loss, its task's scores (written by ``fmt``, six
-    characters) and the seconds of each stage."""
+    """The per-epoch table: loss, the task's scores (by ``fmt``) and each stage's seconds."""
     scores = SCORES["link" if r["task"] == "link" else "node"]
     lines = ["  epoch    loss  " + "  ".join(s.replace("_", " ") for s in scores)
              + "  seconds (sample/gather/train/wait/eval)"]
@@ -348,22 +327,24 @@ def _history(r: Dict[str, Any], fmt: Any) -> List[str]:
     return lines
 
 
-def _link_lines(r: Dict[str, Any]) -> List[str]:
-    """The per-epoch table, the best epoch and the layer-wise scores of a link run."""
-    lines = _history(r, _num)
+def _scores_lines(r: Dict[str, Any]) -> List[str]:
+    """The per-epoch table, the best epoch and the layer-wise scores of a node or link run."""
+    link = r["task"] == "link"
+    fmt = _num if link else _acc
+    lines = _history(r, fmt)
+    keys = ("val_auc", "test_auc", "test_mrr") if link else ("val_acc", "test_acc")
 
-    def hits(h: Any) -> str:
-        return "".join(f", hits@{k} {v:.4f}" for k, v in (h or {}).items())
+    def scores(s: Dict[str, Any], best: str) -> str:
+        hits = "".join(f", hits@{k} {v:.4f}" for k, v in (s.get("test_hits") or {}).items())
+        return ", ".join(f"{k.replace('_', ' ')} {fmt(s.get(best + k if k.startswith('val') else k))}"
+                         for k in keys) + hits
 
     if r["best_epoch"] is not None:
-        lines += ["", f"  best epoch {r['best_epoch']}: val auc {_num(r['best_val_auc'])}, test auc "
-                      f"{_num(r['test_auc'])}, test mrr {_num(r['test_mrr'])}{hits(r['test_hits'])} "
-                      "(sampled neighborhoods)"]
+        lines += ["", f"  best epoch {r['best_epoch']}: {scores(r, 'best_')} (sampled neighborhoods)"]
     lw = r["layerwise"]
     if lw:
-        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val auc {_num(lw.get('val_auc'))}, "
-                     f"test auc {_num(lw.get('test_auc'))}, test mrr {_num(lw.get('test_mrr'))}"
-                     f"{hits(lw.get('test_hits'))} ({lw['seconds']:.1f} s)")
+        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: {scores(lw, '')} "
+                     f"({lw['seconds']:.1f} s)")
     return lines
 
 
@@ -383,26 +364,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     ]
     if r["task"] == "link":
         lines[1] += f", decoder {a.get('decoder')}, {a.get('neg_ratio')} negatives per positive ({a.get('neg_weight')})"
-    lines += (_link_lines(r) if r["task"] == "link" else _node_lines(r)) + _plots_lines(r)
+    lines += _scores_lines(r) + _plots_lines(r)
     print("\n".join(lines))
     return 0
 
 
-def _node_lines(r: Dict[str, Any]) -> List[str]:
-    """The per-epoch table, the best epoch and the layer-wise accuracies of a node run."""
-    lines = _history(r, _acc)
-    if r["best_epoch"] is not None:
-        lines += ["", f"  best epoch {r['best_epoch']}: val acc {_acc(r['best_val_acc'])}, test acc "
-                      f"{_acc(r['test_acc'])} (sampled neighborhoods)"]
-    lw = r["layerwise"]
-    if lw:
-        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val acc {lw['val_acc']:.4f}, test acc "
-                     f"{lw['test_acc']:.4f} ({lw['seconds']:.1f} s)")
-    return lines
-
-
 def _fanouts_text(f: Any) -> str:
-    """``10,5``; a heterogeneous run's per-relation fanouts as one list when all are equal."""
     if isinstance(f, dict):
         lists = {tuple(v) for v in f.values()}
         if len(lists) == 1:
@@ -412,8 +379,6 @@ def _fanouts_text(f: Any) -> str:
 
 
 def _secs(v: Any) -> str:
-    """Seconds of a stage, or "-" where the run did not measure it (heterogeneous runs do not
-    split sampling from gathering)."""
     return "-" if v is None else f"{v:.2f}"
 
 

@@ -1,10 +1,5 @@
-"""``ringgnn sample``: run sampling epochs and report time, sampled edges per second (SEPS) and I/O.
-
-This is the RingSampler experiment as a command: fanouts 20,15,10 and batches of 1024 seeds by
-default. Per epoch it prints the time, the batches, the sampled edges and nodes, SEPS, the reads
-issued and bytes read by the sampler, and whether reads bypass the page cache (O_DIRECT); with
-``--json``, one JSON object per epoch on stdout.
-"""
+"""``ringgnn sample``: run sampling epochs and report time, sampled edges per second (SEPS) and I/O
+(the RingSampler experiment as a command)."""
 
 from __future__ import annotations
 
@@ -42,17 +37,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--threads", type=positive_arg, default=None, help="sampling threads (default: available cores)")
     p.add_argument("--seed", type=count_arg, default=0, help="random seed (default 0)")
     p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
-                   help="budget of the whole process: runtime, offset index, workspaces, batches ahead and the "
-                   "neighbor file if it fits (default: what the process holds plus half the available memory)")
+                   help="budget of the whole process (default: what it holds plus half the available memory)")
     p.add_argument("--replace", action="store_true", help="draw neighbors with replacement")
     p.add_argument("--hyperbatch", default="auto", metavar="N|auto",
-                   help="batches sampled together when reading from disk, each page read once per hop for all of "
-                   "them (default auto: as many as the memory budget holds; 1: one batch at a time)")
+                   help="batches sampled together when reading from disk, each page read once per hop for all "
+                   "(default auto: as many as the budget holds; 1: one at a time)")
     p.add_argument("--spill", default="auto", metavar="auto|on|off",
-                   help="write each finished sample of a hyperbatch to a spill file and read it back in its turn, "
-                   "so that more batches share a pass (default auto: when that fits more batches in the budget)")
+                   help="spill a hyperbatch's finished samples to a file so that more batches share a pass "
+                   "(default auto: when that fits more batches)")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
-                   help="directory on the SSD for the spill file (default: beside the dataset)")
+                   help="directory for the spill file (default: beside the dataset)")
     p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sample)
@@ -78,7 +72,7 @@ def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namesp
             bar.update(1)
     seconds = time.perf_counter() - t0
     after = sampler.io_stats()
-    delta = {k: after[k] - before[k] for k in after}  # the epoch's I/O counters
+    delta = {k: after[k] - before[k] for k in after}
     backend = sampler.backend
     hyper = delta["hyperbatches"]
     return {"epoch": epoch, "seconds": seconds, "batches": batches, "seeds": int(len(seeds)), "sampled_edges": edges,
@@ -101,7 +95,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
     seeds = _options.seeds(ds, spec, "--seeds")
     if len(seeds) == 0:
         raise InputError(f"--seeds {spec}: no seed nodes to sample from")
-    # These options are NeighborSampler's keywords of the same name.
     sampler = NeighborSampler(ds, _options.fanouts(args.fanouts), **{k: getattr(args, k) for k in (
         "replace", "backend", "direct", "threads", "seed", "memory", "batch_size", "hyperbatch", "spill", "spill_dir")})
 
@@ -114,8 +107,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
               + f", {_threads(args.threads)} threads")
 
     for epoch in range(args.epochs):
-        # The sampler reads the graph and writes its spill file (in --spill-dir): an OS error of
-        # either names the file, and says it happened while sampling this dataset.
         with os_errors("sampling", ds.path):
             r = run_epoch(sampler, seeds, args, epoch, header if epoch == 0 else lambda: None)
         if args.json:

@@ -16,23 +16,20 @@ from ..serving.server import FRONTENDS, Server
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "serve", help="serve sampling, features and model inference over gRPC",
-        description="A long-running gRPC server (API: ringgnn/serve.proto in the package, docs/SERVING.md): "
-        "Sample, Features, Predict, Embed, Score, Info and the standard health service. Concurrent requests are "
-        "batched into shared reads. A heterogeneous dataset is served by the same engine and queue, "
-        "requests naming the seeds' node type. SIGTERM drains the requests in flight and exits 0.")
+        description="A long-running gRPC server (ringgnn/serve.proto, docs/SERVING.md): Sample, Features, "
+        "Predict, Embed, Score, Info and health. Concurrent requests share reads. SIGTERM drains the requests "
+        "in flight and exits 0.")
     p.add_argument("dataset", metavar="DATASET")
     p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:50051; port 0 picks a free one)")
     p.add_argument("--model", metavar="RUN_DIR", help="a `ringgnn train` run directory: enables Predict and Embed (a "
                    "node run, or a heterogeneous run of --target TYPE), or Score and Embed (a link run, --task link)")
     p.add_argument("--fanouts", metavar="F1,F2,...", help="default fanouts of Sample (default: the model's, "
-                   "else 20,15,10); with --max-nodes, the largest request the memory plan is made for; on a "
-                   "heterogeneous dataset the same for every relation, or a JSON object per relation such as "
-                   "'{\"author:writes:paper\": [10, 5], ...}' (0 skips a relation at a hop)")
+                   "else 20,15,10); on a heterogeneous dataset the same for every relation, or a JSON object "
+                   "per relation ('{\"S:R:D\": [10, 5], ...}', 0 skips a hop)")
     p.add_argument("--batch-size", type=positive_arg, metavar="N",
-                   help="seeds of the wave each worker is sized for, at the default fanouts (default 64: a "
-                   "full wave of single-node requests); a larger request, up to --max-nodes, is answered alone, "
-                   "one at a time, in memory the hot neighbor pages lend it")
+                   help="seeds of the wave each worker is sized for (default 64); a larger request, up to "
+                   "--max-nodes, is answered alone")
     p.add_argument("--seed", type=count_arg, default=0, help="seed of requests that give none (default 0)")
     p.add_argument("--memory", type=size_arg, metavar="SIZE", help="budget of the whole process (default: what "
                    "it holds plus half the available memory)")
@@ -43,11 +40,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cache", type=size_arg, metavar="SIZE", help="bytes of hot feature rows kept in memory, by "
                    "in-degree (default: what the budget leaves)")
     p.add_argument("--neighbor-cache", type=size_arg, metavar="SIZE",
-                   help="bytes of hot neighbor-file pages kept in memory when the file is read from disk "
-                   "(default: what the budget leaves, shared evenly with --cache when neither is given)")
+                   help="bytes of hot neighbor-file pages kept in memory (default: what the budget leaves, "
+                   "shared with --cache)")
     p.add_argument("--max-wait-ms", type=float, metavar="MS",
-                   help="how long a wave waits for concurrent requests to join it (default 0: a wave takes what "
-                   "is queued when it starts; measured faster than waiting, docs/SERVING.md)")
+                   help="how long a wave waits for concurrent requests to join it (default 0)")
     p.add_argument("--max-wave", type=positive_arg, metavar="N",
                    help="requests served together in one wave at most (default 64; 1: no batching)")
     p.add_argument("--max-concurrent", type=positive_arg, default=256, metavar="N",
@@ -55,20 +51,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--handlers", type=positive_arg, default=32, metavar="N",
                    help="threads that run requests, each holding one until answered (default 32)")
     p.add_argument("--frontend", choices=FRONTENDS,
-                   help="gRPC server: rust (tonic, the default; on a homogeneous dataset Sample, Features and Info "
-                   "never enter Python) or grpcio (Python's, every call through Python: the baseline of "
-                   "docs/benchmarks.md)")
+                   help="gRPC server: rust (tonic, the default) or grpcio (every call through Python)")
     p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
-                   help="node ids per request (default 4096); one request this large at the default fanouts is "
-                   "answered at a time, in memory lent by the hot neighbor pages (or held besides them when they "
-                   "are too few)")
+                   help="node ids per request (default 4096); one request this large is answered at a time")
     p.add_argument("--max-hops", type=positive_arg, default=6, metavar="N", help="fanouts per request (default 6)")
     p.add_argument("--temporal-strategy", choices=("uniform", "last"), default="uniform",
                    help="on a dataset with times, how a request with a time draws among the edges up to it: "
                    "uniform (the default) or last (the most recent)")
     p.add_argument("--ignore-time", action="store_true",
-                   help="on a dataset with times, sample every edge whatever its time: the time files are not "
-                   "opened (nor counted in the memory plan) and requests with a time are refused")
+                   help="on a dataset with times, sample every edge whatever its time (requests with a time are "
+                   "refused)")
     p.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds requests in flight get to finish on SIGTERM (default 10)")
     p.set_defaults(func=cmd_serve)
@@ -76,7 +68,6 @@ def add_parser(sub: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     grace = _options.real(args.grace, "--grace", 0.0)  # checked now, not at the SIGTERM that uses it
-    # Every option but --grace is Server()'s keyword of the same name.
     server = Server(args.dataset, **{k: v for k, v in vars(args).items()
                                      if k not in ("command", "func", "dataset", "grace")})
     stop = threading.Event()

@@ -1,7 +1,5 @@
-"""``ringgnn.Client``: the Python client of ``ringgnn serve`` (API: ``ringgnn/serve.proto``), one
-gRPC request per call, a failed one raising the exception of its status (:func:`_error`; the
-table, typed requests and requests at times: docs/SERVING.md).
-"""
+"""``ringgnn.Client``: the Python client of ``ringgnn serve``, one gRPC request per call, a failed
+one raising the exception of its status (docs/SERVING.md)."""
 
 from __future__ import annotations
 
@@ -27,16 +25,12 @@ class Prediction:
     probs: np.ndarray
     label: np.ndarray
     seed: int
-    #: Sampled at times: the time of each row (None without).
     seed_time: Optional[np.ndarray] = None
 
 
 class Client:
-    """A connection to ``ringgnn serve`` at ``target`` ("host:port").
-
-    ``timeout`` (seconds) is the default deadline of each call; ``None`` waits as long as it
-    takes. ``wait_ready`` waits up to that many seconds for the server to come up.
-    """
+    """A connection to ``ringgnn serve`` at ``target`` ("host:port"). ``timeout``: each call's
+    default deadline in seconds (None: none); ``wait_ready``: seconds to wait for the server."""
 
     def __init__(self, target: str, *, timeout: Optional[float] = 30.0, wait_ready: Optional[float] = None):
         import grpc
@@ -71,24 +65,14 @@ class Client:
         except grpc.RpcError as e:
             raise _error(self.target, name, e) from None
 
-    # --- the calls --------------------------------------------------------------------------------
-
     def sample(self, nodes: Sequence[int], fanouts: Any = None, seed: Optional[int] = None, *,
                replace: bool = False, edge_ids: bool = False, node_type: Optional[str] = None,
                time: Optional[int] = None, seed_times: Any = None,
                timeout: Optional[float] = None) -> Union[SampledSubgraph, HeteroSample]:
-        """The sampled neighborhood of ``nodes``: what ``NeighborSampler(dataset, fanouts,
-        replace=replace, seed=seed).sample(nodes)`` gives. ``fanouts``/``seed`` default to the
-        server's (see :meth:`info`).
-
-        On a heterogeneous dataset ``node_type`` is the nodes' type and the answer a
-        :class:`~ringgnn.HeteroSample`, what ``HeteroNeighborSampler(dataset, fanouts,
-        replace=replace, seed=seed).sample(nodes, node_type)`` gives; ``fanouts`` is then one list
-        for every relation or a dict per relation (``"SRC:REL:DST"`` or ``(src, rel, dst)`` keys).
-
-        ``time`` (every node) or ``seed_times`` (one per node): sampled at those times, as
-        ``HeteroNeighborSampler(...).sample(nodes, node_type, input_time=...)`` (disjoint per
-        distinct time); the answer's ``seed_time`` gives each node's time."""
+        """The sampled neighborhood of ``nodes``, as ``NeighborSampler(dataset, fanouts, replace=,
+        seed=).sample(nodes)`` gives it (``fanouts``, ``seed``: default the server's). With
+        ``node_type`` (typed datasets) a :class:`~ringgnn.HeteroSample`, ``fanouts`` one list or a
+        dict per relation. ``time`` (every node) or ``seed_times`` (one per node): sampled at them."""
         req, timed = self._request("SampleRequest", seed, time, seed_times, nodes=_ids(nodes), replace=bool(replace),
                                    edge_ids=bool(edge_ids))
         if isinstance(fanouts, Mapping):
@@ -117,9 +101,8 @@ class Client:
 
     def features(self, nodes: Sequence[int], *, stored_dtype: bool = False, node_type: Optional[str] = None,
                  timeout: Optional[float] = None) -> np.ndarray:
-        """Feature rows of ``nodes`` (``[len(nodes), dim]``, request order): float32, or with
-        ``stored_dtype`` the dataset's dtype (bfloat16 comes as a ``torch.bfloat16`` tensor). On a
-        heterogeneous dataset, rows of type ``node_type``."""
+        """Feature rows of ``nodes`` (of ``node_type``): float32, or with ``stored_dtype`` the
+        dataset's dtype (bfloat16 as a ``torch.bfloat16`` tensor)."""
         req = self._pb.FeaturesRequest(nodes=_ids(nodes), stored_dtype=bool(stored_dtype), node_type=node_type or "")
         r = self._call("Features", req, timeout)
         if node_type is not None and r.node_type != node_type:
@@ -133,35 +116,32 @@ class Client:
 
     def predict(self, nodes: Sequence[int], seed: Optional[int] = None, *, node_type: Optional[str] = None,
                 time: Optional[int] = None, seed_times: Any = None, timeout: Optional[float] = None) -> Prediction:
-        """Class probabilities and most probable class of ``nodes`` from the served model (a
-        heterogeneous model's: nodes of its target type, ``node_type`` by default), on their
-        neighborhoods sampled at ``time`` or ``seed_times`` (one per node) when given."""
-        req, timed = self._request("PredictRequest", seed, time, seed_times, nodes=_ids(nodes),
-                                   node_type=node_type or "")
-        r = self._call("Predict", req, timeout)
-        _answered_times(self.target, "Predict", timed, len(r.seed_time))
+        """Class probabilities and most probable class of ``nodes`` (of the model's target type)
+        by the served model, sampled at ``time`` or ``seed_times`` when given."""
+        r, timed = self._nodes_call("Predict", nodes, seed, node_type, time, seed_times, timeout)
         probs = np.array(r.probs, dtype=np.float32).reshape(r.rows, r.classes)
         return Prediction(probs=probs, label=np.array(r.label, dtype=np.int64), seed=r.seed,
                           seed_time=np.array(r.seed_time, dtype=np.int64) if timed else None)
 
     def embed(self, nodes: Sequence[int], seed: Optional[int] = None, *, node_type: Optional[str] = None,
               time: Optional[int] = None, seed_times: Any = None, timeout: Optional[float] = None) -> np.ndarray:
-        """Embeddings of ``nodes`` (``[len(nodes), hidden]``): a node model's last hidden layer,
-        a link model's last layer (what its decoder scores); a heterogeneous model's input of its
-        last layer for its target type (the default ``node_type``), for another type its rows at
-        the last hidden layer that computes it. ``time`` / ``seed_times``: as :meth:`predict`."""
+        """Embeddings of ``nodes``: a node model's last hidden layer, a link model's last layer; a
+        typed model's rows of ``node_type`` at the last hidden layer computing it. As :meth:`predict`."""
+        r, _ = self._nodes_call("Embed", nodes, seed, node_type, time, seed_times, timeout)
+        return np.array(r.values, dtype=np.float32).reshape(r.rows, r.dim)
+
+    def _nodes_call(self, call: str, nodes: Any, seed: Optional[int], node_type: Optional[str],
+                    time: Optional[int], seed_times: Any, timeout: Optional[float]) -> Any:
         req, timed = self._request("PredictRequest", seed, time, seed_times, nodes=_ids(nodes),
                                    node_type=node_type or "")
-        r = self._call("Embed", req, timeout)
-        _answered_times(self.target, "Embed", timed, len(r.seed_time))
-        return np.array(r.values, dtype=np.float32).reshape(r.rows, r.dim)
+        r = self._call(call, req, timeout)
+        _answered_times(self.target, call, timed, len(r.seed_time))
+        return r, timed
 
     def score(self, src: Sequence[int], dst: Sequence[int], seed: Optional[int] = None, *,
               time: Optional[int] = None, timeout: Optional[float] = None) -> np.ndarray:
-        """A link model's scores of the pairs ``(src[i], dst[i])`` (float32 ``[len(src)]``, the
-        decoder's logits: ``sigmoid`` gives the probability of each edge), from the pairs'
-        distinct endpoints sampled as one request with the model's fanouts and ``seed``
-        (default the server's), at ``time`` when given."""
+        """A link model's scores (logits, float32) of the pairs ``(src[i], dst[i])``, their
+        endpoints sampled as one request, at ``time`` when given."""
         s, d = _ids(src, "src"), _ids(dst, "dst")
         if len(s) != len(d):
             raise InputError(f"score: src has {len(s)} node ids and dst {len(d)}: give one destination per source")
@@ -182,8 +162,7 @@ class Client:
         d["stats"] = {k: [int(x) for x in v] if isinstance(v, list) else int(v) for k, v in d["stats"].items()}
         d["fanouts"] = [int(f) for f in d["fanouts"]]
         d["model_fanouts"] = [int(f) for f in d["model_fanouts"]]
-        # Heterogeneous datasets (empty otherwise): types and relations in name order, fanouts
-        # per relation.
+        # Typed datasets (empty otherwise): types and relations in name order.
         d["node_types"] = [{"name": t["name"], **{k: t[k] if k == "feature_dtype" else int(t[k]) for k in
                                                    ("num_nodes", "feature_dim", "feature_dtype", "num_classes")}}
                            for t in d["node_types"]]
@@ -201,8 +180,7 @@ class Client:
 
 
 def _set_times(req: Any, time: Optional[int], seed_times: Any) -> bool:
-    """Put ``time`` or ``seed_times`` (int64 each; the server checks the rest) on ``req``;
-    whether either was given."""
+    """Put ``time`` or ``seed_times`` on ``req``; whether either was given."""
     if time is not None:
         req.time = _time(time, "time")
     if seed_times is not None:
@@ -214,7 +192,6 @@ def _set_times(req: Any, time: Optional[int], seed_times: Any) -> bool:
 
 
 def _time(t: Any, what: str) -> int:
-    """A time as the request's int64 field takes it."""
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
         raise InputError(f"{what}: {t!r} is not an integer time (times are int64, in the dataset's unit)")
     if not -(1 << 63) <= int(t) < 1 << 63:
@@ -253,14 +230,11 @@ def _hetero_sample(target: str, r: Any, node_type: str, edge_ids: bool, timed: b
         seed_time={t: ids(h.nodes[t].seed_time) for t in types} if timed else None)
 
 
-#: The largest id a request carries: its id fields are int64 (a dataset's ids are far below).
 MAX_ID = (1 << 63) - 1
 
 
 def _ids(nodes: Any, what: str = "nodes") -> List[int]:
-    """Node ids as the request's int64 field takes them. An id no int64 holds (2^63 and past, as
-    a uint64 array or a Python int can give) is refused naming it, never wrapped to a negative
-    one; the server checks the rest against the dataset."""
+    """Node ids as the request's int64 field takes them: one past int64 refused, never wrapped."""
     if isinstance(nodes, (list, tuple)) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                                                 for v in nodes):
         values = [int(v) for v in nodes]  # as given: numpy would make 2^63 and past floats or objects
@@ -281,7 +255,6 @@ def _ids(nodes: Any, what: str = "nodes") -> List[int]:
 
 
 def _fanouts(hops: Any) -> List[int]:
-    """Fanouts as the request's int32 field takes them (the server checks their values)."""
     values = []
     for f in hops:
         try:
@@ -296,7 +269,6 @@ def _fanouts(hops: Any) -> List[int]:
     return values
 
 
-#: The exception of each gRPC status (the module's table; UNAVAILABLE: see :func:`_error`).
 _ERRORS = dict(INVALID_ARGUMENT=InputError, FAILED_PRECONDITION=InputError, OUT_OF_RANGE=InputError,
                RESOURCE_EXHAUSTED=BusyError, DEADLINE_EXCEEDED=DeadlineExceededError, CANCELLED=CancelledError)
 

@@ -1,8 +1,5 @@
-"""``ringgnn serve``: the :class:`Server` (on-demand sampling, features and inference behind the
-gRPC API of ``ringgnn/serve.proto``): the Rust request engine of the dataset's kind, the model
-of ``--model``, and the frontend (tonic in Rust, or Python's grpcio). What it answers, its status
-codes and how it serves: docs/SERVING.md; the command line is ``ringgnn.cli.serve``.
-"""
+"""``ringgnn serve``'s :class:`Server`: the Rust request engine of the dataset's kind, the model of
+``--model`` and the gRPC frontend (tonic in Rust, or grpcio); docs/SERVING.md."""
 
 from __future__ import annotations
 
@@ -17,16 +14,12 @@ from ..data.schema import HOMOGENEOUS_TYPE
 from ..models.checkpoints import is_hetero_run, read_checkpoint
 from ..sampling.hetero import relation_fanouts
 from ..sampling.plan import plan_hetero
-from .model import HeteroModelRun, Model, request_order
-from .rpc import MAX_MESSAGE, PROTO, SERVICE, protos
+from .model import HeteroModelRun, Model
+from .rpc import MAX_MESSAGE, SERVICE, protos
 from .servicer import Servicer
 
-#: The gRPC servers: tonic in Rust (the default: Sample, Features and Info never enter Python), or
-#: grpcio in Python (every call through Python; kept as the baseline of docs/benchmarks.md).
+#: The gRPC servers: tonic in Rust (the default), or grpcio (every call through Python).
 FRONTENDS = ("rust", "grpcio")
-
-__all__ = ["FRONTENDS", "MAX_MESSAGE", "PROTO", "SERVICE", "HeteroModelRun", "Model", "Server", "Servicer",
-           "fanouts_arg", "protos", "request_order"]
 
 
 def fanouts_arg(value: Any) -> Any:
@@ -42,11 +35,8 @@ def fanouts_arg(value: Any) -> Any:
 
 
 class Server:
-    """A running ``ringgnn serve``: :meth:`start` binds and serves, :meth:`stop` drains.
-
-    ``frontend``: ``rust`` (the default) or ``grpcio``. ``fanouts``: a list, "20,15,10", or for a
-    heterogeneous dataset a dict per relation or its JSON text. ``ignore_time``: sample every edge
-    whatever its time; the dataset's time files are not opened and requests at times are refused."""
+    """A running ``ringgnn serve``: :meth:`start` serves, :meth:`stop` drains. The options are the
+    command's (``ringgnn serve --help``); ``fanouts`` may also be a dict per relation."""
 
     def __init__(self, dataset: Any, *, listen: str = "127.0.0.1:50051", model: Optional[str] = None,
                  fanouts: Any = None, seed: int = 0, memory: Any = None, threads: Optional[int] = None,
@@ -64,9 +54,7 @@ class Server:
         read = None
         if model:
             read = read_checkpoint(model, "--model")
-        # A homogeneous dataset with a typed run of its one type (`ringgnn train` at times makes one)
-        # is served as that one-type case: the typed engine, requests of node type `node` (the
-        # default there), replies naming it.
+        # A homogeneous dataset with a typed run of its one type is served as its one-type case.
         one_type = (not typed and read is not None and is_hetero_run(read)
                     and read[1]["args"].get("target") == HOMOGENEOUS_TYPE)
         if typed:
@@ -86,15 +74,11 @@ class Server:
         if not typed and isinstance(fanouts, Mapping):
             raise InputError(f"--fanouts per relation: {ds.path} is a homogeneous dataset (no relations); give "
                              "a list such as 20,15,10")
-        #: Served by the typed engine (a heterogeneous dataset, or the one-type case above).
         self.typed = typed = typed or one_type
         self.frontend = frontend = frontend or "rust"
         self.dataset = ds
-        # The served model of run ``model`` (read already), for dataset ``ds``.
         self.model = (HeteroModelRun if typed else Model)(model, ds, read) if model else None
-        # Python's gRPC and protobuf (about 24 MiB) only where calls go through Python: the
-        # grpcio frontend, a typed dataset, or Predict/Embed/Score. Loaded before the engine, so its
-        # reserve has them.
+        # grpc and protobuf (24 MiB) only where calls go through Python; before the engine's reserve.
         if frontend == "grpcio" or self.model or typed:
             protos()
         if fanouts is None:
@@ -102,9 +86,6 @@ class Server:
         max_concurrent = _options.count(max_concurrent, "max_concurrent", 1)
         if max_wait_ms is not None:
             max_wait_ms = _options.real(max_wait_ms, "--max-wait-ms", 0.0, 10_000.0)
-        # Each worker is sized for a wave of --batch-size seeds (default: the engine's, a full wave of
-        # single-node requests); a request up to --max-nodes larger than that is answered alone, in a
-        # room of its own.
         limits = dict(threads=_options.optional_count(threads, "threads"), seed=_options.count(seed, "seed"),
                       batch_size=None if batch_size is None else _options.count(batch_size, "batch_size", 1),
                       max_wait_us=None if max_wait_ms is None else int(max_wait_ms * 1000),
@@ -113,15 +94,12 @@ class Server:
                       max_hops=_options.count(max_hops, "max_hops", 1), temporal_strategy=temporal_strategy,
                       times=not ignore_time)
         if typed:
-            #: A typed engine's memory plan (``ringgnn.sampling.plan.HeteroPlan``; the Rust engine
-            #: of a homogeneous dataset says its own: ``engine.plan()``).
             self.engine, self.memory_plan = _hetero_engine(
                 ds, fanouts, backend=_options.backend(backend), direct=bool(direct),
                 memory=_options.size(memory, "memory"), neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"),
                 **limits)
         else:
-            # The budget covers the whole process: what it holds now (Python, grpc, PyTorch and the
-            # model) is the caller's reserve. A budget that does not fit the waves is refused here.
+            # The budget covers the process: what it holds now is the reserve.
             self.engine = _core.Engine(
                 ds.path, _options.fanouts(fanouts), backend=_options.backend(backend), direct=bool(direct),
                 memory=_options.size(memory, "memory"), reserve=_options.process_rss(),
@@ -129,12 +107,9 @@ class Server:
                 **limits)
         handlers = _options.count(handlers, "handlers", 1)
         if frontend == "rust":
-            # Binds and serves at once. Over a homogeneous dataset Sample, Features and Info never
-            # enter Python; Predict, Embed and Score call the servicer (with the GIL) for the model.
-            # Over a typed one every call goes to the servicer.
+            # Binds and serves at once; calls the model needs (all, on a typed dataset) go to the servicer.
             m = self.model
             delegate = Servicer(self.engine, ds, m, typed).dispatch if m or typed else None
-            # What Info reports of the dataset and the model (the servicer's Info, for a typed one).
             info = {} if typed or not m else dict(
                 model=m.kind, model_run=str(m.run_dir), model_fanouts=list(m.fanouts), model_hidden=m.hidden,
                 model_task=m.task, model_decoder=m.decoder_kind or "")
@@ -149,7 +124,6 @@ class Server:
         self._grpcio(listen, handlers, max_concurrent)
 
     def _grpcio(self, listen: str, handlers: int, max_concurrent: int) -> None:
-        """Python's grpcio server of ``self.servicer``, bound to ``listen`` (served by :meth:`start`)."""
         import grpc
         from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
@@ -174,7 +148,7 @@ class Server:
         self.address = f"{listen.rsplit(':', 1)[0]}:{self.port}"
 
     def start(self) -> "Server":
-        """Serve (the Rust frontend serves from the start; the health service says SERVING)."""
+        """Serve (the Rust frontend serves from the start)."""
         if self.frontend == "grpcio":
             self._grpc.start()
             for name in ("", SERVICE):
@@ -182,8 +156,7 @@ class Server:
         return self
 
     def stop(self, grace: float = 10.0) -> None:
-        """Refuse new requests, let those in flight finish (``grace`` seconds at most), then
-        stop the engine."""
+        """Refuse new requests, let those in flight finish (``grace`` seconds at most), stop."""
         if self.frontend == "rust":
             self._rust.stop(grace)
             return
@@ -228,13 +201,8 @@ class Server:
 
 def _hetero_engine(ds: HeteroDataset, fanouts: Any, *, backend: str, direct: bool, memory: Optional[int],
                    neighbor_cache: Optional[int], max_hops: int, **limits: Any) -> Tuple[Any, Any]:
-    """The engine of a heterogeneous dataset and its memory plan: the neighbor files the memory plan
-    (``ringgnn.sampling.plan``) holds are loaded, the others read with ``backend`` through
-    ``neighbor_cache`` bytes of hot pages (default: half of the batches' part, ``plan.batch_bytes``);
-    feature rows are loaded when every neighbor file is, else read from disk. The room of a
-    request larger than a wave (``HeteroEngine.large_room``) is lent by the hot pages when they
-    hold it; otherwise the plan counts it as held, and the engine opens again on that plan (as
-    ``_core.Engine`` adds it to its reserve)."""
+    """The engine of a typed dataset and its memory plan (``neighbor_cache`` default: half the
+    batches' part). A large request's room not lent by the hot pages is held: the engine reopens."""
     fan = relation_fanouts(ds, fanouts)
     hops = len(next(iter(fan.values())))
     if hops > max_hops:

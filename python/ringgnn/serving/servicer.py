@@ -1,8 +1,6 @@
-"""The ``RingGnn`` service (serve.proto) over the Rust request engine: one :class:`Servicer` for
-both kinds of dataset, a homogeneous one being the one-type case (its node type None): requests
-checked and decoded, replies encoded, and the model step of Predict, Embed and Score
-(``ringgnn.serving.model``) run on what the engine sampled, a row per (node, time) asked for.
-docs/SERVING.md "Heterogeneous datasets", "Sampling at a time"."""
+"""The ``RingGnn`` service over the Rust request engine: one :class:`Servicer` for both kinds of
+dataset (a homogeneous one's node type is None): requests checked, replies encoded, the model
+step of Predict, Embed and Score run on what the engine sampled."""
 
 from __future__ import annotations
 
@@ -23,27 +21,21 @@ class Servicer(Handlers):
 
     def __init__(self, engine: Any, dataset: Any, model: Any, typed: Optional[bool] = None):
         self.engine, self.dataset, self.model = engine, dataset, model
-        #: Served by the typed engine: a heterogeneous dataset, or a homogeneous one as its one-type
-        #: case (served with a typed run of its one type).
         self.typed = isinstance(dataset, HeteroDataset) if typed is None else bool(typed)
         self.pb, _ = protos()
         e = engine
-        #: Each node type's (feature width, stored dtype), of the types with features; a
-        #: homogeneous dataset's nodes are the one type None.
+        # (feature width, stored dtype) of each type with features
         types = zip(e.node_types, e.feature_info) if self.typed else [(None, (e.feature_dim, e.feature_dtype))]
         self.features = {t: f for t, f in types if f and f[0]}
         if self.typed:
             self.num_nodes = dict(zip(e.node_types, e.num_nodes))
             self.fanouts = dict(e.fanouts)
 
-    # --- checks -----------------------------------------------------------------------------------
-
     def _seed(self, request: Any) -> int:
         return request.seed if request.HasField("seed") else self.engine.seed
 
     @staticmethod
     def _times(request: Any) -> Dict[str, Any]:
-        """The request's ``time`` and ``seed_times`` as the engines take them (checked there)."""
         seed_times = getattr(request, "seed_times", ())
         return dict(time=request.time if request.HasField("time") else None,
                     seed_times=list(seed_times) if len(seed_times) else None)
@@ -63,8 +55,7 @@ class Servicer(Handlers):
         return np.asarray(nodes, dtype=np.int64)
 
     def _type(self, context: Any, call: str, node_type: str, relation_fanouts: int = 0) -> Optional[str]:
-        """The request's node type, checked: required on a typed dataset, refused (with
-        fanouts per relation) on a homogeneous one, whose requests have none (None)."""
+        """The request's node type: required on a typed dataset, refused on a homogeneous one."""
         if not self.typed:
             if node_type or relation_fanouts:
                 what = f"node_type '{node_type}'" if node_type else "relation_fanouts"
@@ -126,8 +117,6 @@ class Servicer(Handlers):
             context.abort(code("FAILED_PRECONDITION"), f"{call}: the served model ({model.run_dir}) is {what}")
         return model
 
-    # --- Sample and Features ----------------------------------------------------------------------
-
     def Sample(self, request: Any, context: Any) -> bytes:
         t = self._type(context, "Sample", request.node_type, len(request.relation_fanouts))
         seed = self._seed(request)
@@ -162,12 +151,9 @@ class Servicer(Handlers):
         return self.pb.FeaturesReply(rows=len(nodes), dim=dim, dtype=dtype if stored else "f32", data=data,
                                      node_type=t or "").SerializeToString()
 
-    # --- the model's calls ------------------------------------------------------------------------
-
     def _run(self, context: Any, request: Any, call: str) -> Tuple[Any, np.ndarray, int, Optional[np.ndarray]]:
-        """What Predict (logits) or Embed (rows) answers for the request's distinct nodes (at
-        their times), their order for the request's nodes, the seed and each row's time (None
-        without times), from one engine request sampled with the model's training fanouts."""
+        """(Predict's logits or Embed's rows of the distinct nodes, their order for the request's
+        nodes, the seed, each row's time or None), sampled with the model's training fanouts."""
         if not self.typed:  # a homogeneous request's node type is refused before its model is asked for
             self._type(context, call, request.node_type)
         model = self._needs_task(context, "node", call) if call == "Predict" else self._needs_model(context, call)
@@ -221,9 +207,8 @@ class Servicer(Handlers):
                           "destination per source")
         seed = self._seed(request)
         src, dst = np.asarray(request.src, dtype=np.int64), np.asarray(request.dst, dtype=np.int64)
-        # The sample of the distinct endpoints, ascending (the seeds of a link batch, as in training).
+        # The distinct endpoints, ascending (a link batch's seeds, as in training).
         nodes = self._nodes(context, np.unique(np.concatenate([src, dst])))
-        # At one time (or none): one subgraph, so a node id finds its row.
         time = self._times(request)["time"]
         sub, x = call_engine(context, self.engine.sample, nodes, fanouts=model.fanouts, seed=seed, rows=True,
                              time=time)
@@ -234,8 +219,6 @@ class Servicer(Handlers):
             reply.time = time
         reply.scores.extend(scores.numpy().astype(np.float32).tolist())
         return reply.SerializeToString()
-
-    # --- Info -------------------------------------------------------------------------------------
 
     def Info(self, request: Any, context: Any) -> bytes:
         e, ds, m, pb = self.engine, self.dataset, self.model, self.pb

@@ -1,5 +1,2 @@
-"""Training: the one loop (:mod:`.loop`, ``ringgnn train``), the tasks it runs as plug-ins
-(:mod:`.tasks`), the kinds of dataset they run on (:mod:`.kinds`, the one-type case, and
-:mod:`.hetero`, typed datasets), whether a run samples at times (:mod:`.temporal`), the curves
-and TensorBoard scalars of a run (:mod:`.curves`) and data parallelism (:mod:`.distributed`).
-"""
+"""Training: the one loop (:mod:`.loop`), its task plug-ins (:mod:`.tasks`), the kinds of dataset
+(:mod:`.kinds`, :mod:`.hetero`), times (:mod:`.temporal`), curves and data parallelism."""

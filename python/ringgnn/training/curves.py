@@ -1,10 +1,5 @@
-"""What people look at besides a training run's log: ``RUN_DIR/curves.png`` (loss, scores and
-stage times per epoch; when matplotlib is installed) and TensorBoard scalars (``--tensorboard``).
-Both are made from the rows of ``metrics.json``'s ``epochs``.
-
-A plot is optional and the metrics are what a run keeps: ``curves.png`` that cannot be written
-(a full disk, no permission, a directory of that name) is one warning on stderr, and the run goes
-on without it."""
+"""A run's ``RUN_DIR/curves.png`` (with matplotlib) and TensorBoard scalars, from the rows of
+``metrics.json``'s ``epochs``. A plot that cannot be written is one warning, not a failure."""
 
 from __future__ import annotations
 
@@ -18,8 +13,7 @@ logger = logging.getLogger("ringgnn")
 
 
 class Plots:
-    """The plots of one run (``run_dir`` None: none, as on ranks other than 0), brought up to date
-    after each epoch."""
+    """The plots of one run (``run_dir`` None: none), brought up to date after each epoch."""
 
     def __init__(self, run_dir: Optional[str], tensorboard: bool, start: int):
         self.run_dir, self.writer, self.curves = run_dir, None, True
@@ -58,8 +52,7 @@ class Plots:
 
 
 def score_keys(row: Dict[str, Any]) -> List[str]:
-    """The evaluation scores of an epoch's row (``val_acc``, ``test_acc``; ``val_auc``,
-    ``val_mrr``, ... for link runs), without the dicts (``val_hits``)."""
+    """The numeric scores of an epoch's row (``val_acc``, ``val_auc``..., not ``val_hits``)."""
     return [k for k, v in row.items() if k.startswith(("val_", "test_")) and isinstance(v, (int, float))]
 
 

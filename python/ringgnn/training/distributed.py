@@ -1,8 +1,6 @@
-"""Data parallelism on ``torch.distributed``: which rank this process is (:func:`join`), its share
-of each epoch (:func:`shard`: batches ``r, r + W, ...``, padded for training so every rank steps
-as often), and the few collectives ``ringgnn train`` needs, a failed peer raised as
-:class:`PeerFailedError`. The design: docs/DISTRIBUTED.md.
-"""
+"""Data parallelism on ``torch.distributed``: this process's ranks (:func:`join`), its share of
+each epoch (:func:`shard`) and the collectives ``ringgnn train`` needs, a failed peer raised as
+:class:`PeerFailedError` (docs/DISTRIBUTED.md)."""
 
 from __future__ import annotations
 
@@ -15,9 +13,7 @@ from .._core import InputError, RingGnnError
 
 T = TypeVar("T")
 
-#: Seconds a rank waits at a collective (and at start-up for the others) before it gives up:
-#: the bound on how long a hung or vanished rank can stall the others (a rank that exits is
-#: noticed at once: its connections close, and ``torchrun`` stops the rest).
+#: Seconds a rank waits at a collective (and at start-up) for a hung or vanished peer.
 DEFAULT_TIMEOUT = 600.0
 
 
@@ -33,7 +29,6 @@ class Ranks:
     world_size: int = 1
     local_rank: int = 0
     local_world_size: int = 1
-    #: The process group was started here (and is ended by :func:`leave`).
     owned: bool = False
 
     @property
@@ -50,9 +45,8 @@ class Ranks:
 
 
 def shard(num_batches: int, rank: int, world_size: int, pad: bool = True) -> List[int]:
-    """The global batch indices of rank ``rank``: ``rank, rank + world_size, ...``; with
-    ``pad``, ``ceil(num_batches / world_size)`` of them on every rank, the short ranks wrapping
-    round to the epoch's first batches."""
+    """Rank ``rank``'s batches ``rank, rank + world_size, ...``; with ``pad`` as many on every
+    rank, the short ones wrapping round to the first batches."""
     if world_size < 1 or not 0 <= rank < world_size:
         raise InputError(f"rank {rank} is not a rank of a world of {world_size}")
     if num_batches <= 0:
@@ -74,9 +68,8 @@ def _env_int(name: str, default: Optional[int]) -> Optional[int]:
 
 
 def join(device: str, timeout: float = DEFAULT_TIMEOUT) -> Ranks:
-    """This process's ranks: from a process group the caller already started, else from
-    ``torchrun``'s environment (``WORLD_SIZE`` > 1: the group is started here, gloo on CPU and
-    NCCL on CUDA), else a lone process. Nothing is imported or started for a lone process."""
+    """This process's ranks: of a process group already started, else of ``torchrun``'s
+    environment (the group started here: gloo on CPU, NCCL on CUDA), else a lone process."""
     world = _env_int("WORLD_SIZE", None)
     import torch
 
@@ -115,8 +108,7 @@ def join(device: str, timeout: float = DEFAULT_TIMEOUT) -> Ranks:
 
 
 def leader_by_env() -> bool:
-    """Whether this process is rank 0 (or alone) by ``torchrun``'s environment: for output
-    that only one rank prints after the process group is gone."""
+    """Whether this process is rank 0 (or alone) by ``torchrun``'s environment."""
     return _env_int("RANK", 0) == 0
 
 
@@ -133,16 +125,6 @@ def device_of(ranks: Ranks, device: str) -> str:
     return f"cuda:{ranks.local_rank}" if device == "cuda" and ranks.active else device
 
 
-def _collective(ranks: Ranks, what: str, op: Callable[[], T]) -> T:
-    """Run a collective, turning a failure of the group into :class:`PeerFailedError`."""
-    try:
-        return op()
-    except RingGnnError:
-        raise
-    except Exception as e:  # gloo/NCCL: a peer that exited, a timeout
-        raise _peer_failed(ranks, what, e) from e
-
-
 def _peer_failed(ranks: Ranks, what: str, e: BaseException) -> PeerFailedError:
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return PeerFailedError(f"rank {ranks.rank}: {what} failed: another rank failed or the connection to it was "
@@ -154,10 +136,9 @@ _COMMUNICATION = ("gloo", "nccl", "connection reset", "connection closed", "brok
                   "socket", "store")
 
 
-def guarded(ranks: Ranks, what: str, op: Callable[[], T]) -> T:
-    """Run ``op`` (e.g. a training epoch, whose backward passes all-reduce the gradients),
-    reporting a communication failure as :class:`PeerFailedError`; any other error is
-    raised as it is."""
+def guarded(ranks: Ranks, what: str, op: Callable[[], T], collective: bool = False) -> T:
+    """Run ``op`` (a training epoch), a communication failure (any failure of a ``collective``)
+    raised as :class:`PeerFailedError`."""
     if not ranks.active:
         return op()
     import torch
@@ -166,9 +147,9 @@ def guarded(ranks: Ranks, what: str, op: Callable[[], T]) -> T:
         return op()
     except RingGnnError:
         raise
-    except Exception as e:
+    except Exception as e:  # gloo/NCCL: a peer that exited, a timeout
         dist_error = getattr(torch.distributed, "DistError", ())
-        if isinstance(e, dist_error) or any(w in str(e).lower() for w in _COMMUNICATION):
+        if collective or isinstance(e, dist_error) or any(w in str(e).lower() for w in _COMMUNICATION):
             raise _peer_failed(ranks, what, e) from e
         raise
 
@@ -180,7 +161,7 @@ def sums(ranks: Ranks, values: Sequence[float], device: str = "cpu") -> List[flo
     import torch
 
     t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
-    _collective(ranks, "all_reduce", lambda: torch.distributed.all_reduce(t))
+    guarded(ranks, "all_reduce", lambda: torch.distributed.all_reduce(t), collective=True)
     return t.cpu().tolist()
 
 
@@ -191,13 +172,12 @@ def gather(ranks: Ranks, obj: T) -> List[T]:
     import torch
 
     out: List[Any] = [None] * ranks.world_size
-    _collective(ranks, "all_gather", lambda: torch.distributed.all_gather_object(out, obj))
+    guarded(ranks, "all_gather", lambda: torch.distributed.all_gather_object(out, obj), collective=True)
     return out
 
 
 def from_leader(ranks: Ranks, fn: Callable[[], T]) -> T:
-    """``fn()`` run on rank 0 and its result sent to every rank; an ``InputError`` it raises is
-    raised on every rank (so all of them stop with rank 0's message, none waits for it)."""
+    """``fn()`` run on rank 0, its result (or ``InputError``) sent to every rank."""
     if not ranks.active:
         return fn()
     import torch
@@ -208,7 +188,7 @@ def from_leader(ranks: Ranks, fn: Callable[[], T]) -> T:
             box[0] = ("ok", fn())
         except InputError as e:
             box[0] = ("error", str(e))
-    _collective(ranks, "broadcast", lambda: torch.distributed.broadcast_object_list(box, src=0))
+    guarded(ranks, "broadcast", lambda: torch.distributed.broadcast_object_list(box, src=0), collective=True)
     kind, value = box[0]
     if kind == "error":
         raise InputError(value)
@@ -216,8 +196,7 @@ def from_leader(ranks: Ranks, fn: Callable[[], T]) -> T:
 
 
 def data_parallel(net: Any, ranks: Ranks, device: str) -> Any:
-    """The module a training step calls: ``net`` itself alone, wrapped in DDP under ``torchrun``
-    (on CUDA, on this rank's GPU)."""
+    """``net``, wrapped in DDP under ``torchrun``."""
     if not ranks.active:
         return net
     from torch.nn.parallel import DistributedDataParallel
@@ -229,4 +208,4 @@ def barrier(ranks: Ranks) -> None:
     if ranks.active:
         import torch
 
-        _collective(ranks, "barrier", lambda: torch.distributed.barrier())
+        guarded(ranks, "barrier", lambda: torch.distributed.barrier(), collective=True)

@@ -1,9 +1,7 @@
-"""A typed dataset's kind (:class:`Typed`; ``ringgnn.training.kinds.Homogeneous`` is the other):
-what the two tasks of ``ringgnn train`` ask of a heterogeneous dataset, or of a homogeneous one
-trained at times or on task tables (its one-type case, type ``node``, relation ``node:to:node``):
-per-relation fanouts, the typed loaders and their plan, the heterogeneous models (a link task on
-``S:R:D``: a tower per end type, one when ``S = D``) and the embedding tables of featureless types. How they work:
-docs/ARCHITECTURE.md "Heterogeneous graphs"; at times: docs/USAGE.md "Training at times"."""
+"""A typed dataset's kind (:class:`Typed`, the methods of ``training.kinds.Homogeneous``): a
+heterogeneous dataset, or a homogeneous one at times or on task tables (its one-type case):
+per-relation fanouts, the typed loaders and their plan, the heterogeneous models (a link task: a
+tower per end type) and the embedding tables of featureless types."""
 
 from __future__ import annotations
 
@@ -27,14 +25,12 @@ from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, relation_fano
 from ..sampling.links import HeteroLinkBatches
 from ..sampling.plan import plan_hetero, probe_batch_bytes, training_reserve
 
-#: Where the embedding tables of featureless types live: as the memory plan decides, held in
-#: memory (an ``Embedding`` with Adam), or in files (``ringgnn.models.tables``, SparseAdam).
+#: Where the embedding tables of featureless types live (``--embed-tables``).
 EMBED_TABLES = ("auto", "memory", "file")
 
 
 class Typed:
-    """A heterogeneous dataset's kind (the methods of ``ringgnn.training.kinds.Homogeneous``): its
-    ``plan``, ``sampler`` and ``hyper`` (what has ``hyperbatch_size()``) are set in :meth:`prepare`."""
+    """A typed dataset's kind; ``plan``, ``sampler`` and ``hyper`` are set in :meth:`prepare`."""
 
     typed = True
     plan: Any = None
@@ -43,30 +39,19 @@ class Typed:
 
     def __init__(self, embed_dim: Optional[int] = None, embed_tables: str = "auto", times: Optional[np.ndarray] = None,
                  hetero: bool = True, pairs_at_times: bool = False, table: Any = None):
-        #: The time of every node of the target type, at which its seeds are sampled
-        #: (``ringgnn.training.temporal.seed_times``); None: sampled without times.
-        self.times = times
-        #: Link runs: whether each pair is sampled at its time (``ringgnn.training.temporal.pairs_at_times``).
+        self.times = times  # each target node's seed time (``temporal.seed_times``), or None
         self.pairs_at_times = pairs_at_times
-        #: A node task's rows, in place of the target type's splits and labels
-        #: (``ringgnn.training.task_table.TaskTables``); None: the type's.
-        self.table = table
-        #: False for the one-type case: a homogeneous dataset's run at times.
-        self.hetero = hetero
+        self.table = table  # a node task's ``task_table.TaskTables``, or None
+        self.hetero = hetero  # False: the one-type case
         self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
         self.embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
-        #: The run's options that hold the model's config (checkpoints keep it, metrics.json not).
-        self.config_key = "hetero"
-        #: The embedding tables kept in files (``ringgnn.models.tables``), by name (node runs: the
-        #: type; link runs: ``SIDE.TYPE``, one per tower), and the batch's rows of them (leaves).
+        self.config_key = "hetero"  # the run's option holding the model's config (not in metrics.json)
+        # The tables in files, by name (TYPE, or SIDE.TYPE per link tower), and the batch's rows (leaves).
         self.tables: Dict[str, FileTable] = {}
         self._rows: Dict[str, Tuple[np.ndarray, Any]] = {}
 
-    # --- the options and the run directory --------------------------------------------------
-
     @property
     def temporal(self) -> bool:
-        """True when the run samples at times."""
         return self.times is not None or self.pairs_at_times or (self.table is not None and self.table.timed)
 
     def _one_type(self) -> Tuple[str, str]:
@@ -85,8 +70,7 @@ class Typed:
                              f"{', '.join(HETERO_MODELS)}; use one of them" + (f", or {leave}" if leave else ""))
         _options.choice(model, HETERO_MODELS, "--model")
 
-    #: The loop's options a typed run refuses, with their defaults and why (what the typed data
-    #: and loader lack; ``ringgnn train --help`` says so too).
+    #: The loop's options a typed run refuses: their defaults and why.
     REFUSED = {
         "cache_policy": ("presample", "a typed run's cache ranks each type's rows by expected hits per byte"),
         "gpu_cache": (None, "the GPU tier holds rows of one feature file, a typed dataset has one per type"),
@@ -113,8 +97,7 @@ class Typed:
                                    args["dropout"], task.decoder)
             extra = dict(relation=task.relation, embed_dim=self.embed_dim, hetero_link=self.cfg)
         else:
-            # The model without its embedding tables (all outside): what the plan probes; the run's
-            # model is built once the plan has placed them (prepare).
+            # The model without its tables, for the plan to probe; prepare builds the run's.
             classes = self.table.classes if self.table is not None else int(ds.node_type(task.target).num_classes)
             self.net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, task.target,
                                    args["hidden"], classes, args["layers"], model=args["model"],
@@ -162,13 +145,10 @@ class Typed:
         self._rows = {}
 
     def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
-        # The tables' copies first, under names of this epoch; the checkpoint naming them next;
-        # then the copies no checkpoint names.
+        # Tables' copies first, then the checkpoint naming them, then the copies none names.
         state["tables"] = save_tables(self.tables, path, f"e{epoch}")
         save(state, path)
         prune_tables(path, state["tables"])
-
-    # --- the model and the loaders ----------------------------------------------------------
 
     def prepare(self, task: Any, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
                 opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
@@ -179,9 +159,7 @@ class Typed:
 
     def _plan(self, ds: Any, opts: Dict[str, Any], run_args: Dict[str, Any], resumed_cfg: Any, towers: int,
               **sizes: Any) -> Any:
-        """The run's one plan (neighbor files, feature files, cache, and where each featureless
-        type's ``towers`` embedding tables go, placed together), with the dataset's times only
-        when the run samples at times (its sampler's graph opens them only then)."""
+        """The run's one plan, placing each featureless type's ``towers`` tables together."""
         return plan_hetero(ds, opts["fanouts"], memory=_options.size(opts["memory"], "--memory"),
                            backend=opts["backend"], feature_backend="auto", cache=run_args["cache"],
                            tables=dict.fromkeys(self.featureless, self.width * towers),
@@ -192,8 +170,7 @@ class Typed:
                   opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
         net, target, fan, batch_size = self.net.to(dev), task.target, opts["fanouts"], opts["batch_size"]
         width = self.width
-        # One plan for the run (neighbor files, feature files, cache), made with the model built and
-        # a probe batch's peak measured (read from disk, nothing held; the RNG left as it was).
+        # The plan measures a probe batch's peak (read from disk, nothing held, the RNG kept).
         probe = self.split_loader(ds, fan, target, "train", shuffle=True, batch_size=batch_size, seed=opts["seed"],
                                   threads=1, backend="pread", feature_backend="pread", cache=0, direct=opts["direct"])
         threads_n = probe.threads if opts["threads"] is None else opts["threads"]
@@ -202,15 +179,14 @@ class Typed:
             rng = torch.get_rng_state()
             bs = batch[target].batch_size
             x, edges, n_id = hetero_batch_to_dicts(batch, dev)
-            for t in self.featureless:  # rows as the tables would give them, with their gradient
+            for t in self.featureless:  # rows as the tables would give them
                 if t in n_id:
                     x[t] = torch.zeros(len(n_id[t]), width, device=dev, requires_grad=True)
             net(x, edges, n_id)[:bs].float().logsumexp(-1).sum().backward()
             net.zero_grad(set_to_none=True)
             torch.set_rng_state(rng)
 
-        # Before the probe: what it frees stays held, for the batches to reuse (anonymous memory and
-        # the library code training keeps touching, as every plan counts them).
+        # Before the probe: what it frees stays held for the batches to reuse.
         held = _options.held_memory() + _options.code_bytes(training=True)
         batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
         train_seeds = len(probe.seeds)
@@ -226,7 +202,6 @@ class Typed:
         net.tables = {t: table.reader() for t, table in self.tables.items()}
         common = dict(self.typed_sampler(ds, plan, opts), hyperbatch=opts["hyperbatch"])
         train_loader = self.hyper = self.split_loader(ds, fan, target, "train", shuffle=True, **common)
-        # The evaluation loaders read through the training loader's readers: one cache.
         loaders = {task.train_split: train_loader}
         for s in task.eval_splits:
             loaders[s] = self.split_loader(ds, fan, target, s, shuffle=False, features=train_loader.features,
@@ -241,7 +216,6 @@ class Typed:
             task.hold(rel, s, at_times=self.pairs_at_times)
         most = 2 * (batch_size + math.ceil(batch_size * task.neg.amount))  # at times a node may recur
         most = most if self.pairs_at_times else min(ds.num_nodes, most)
-        # Each tower has its own table of a featureless type: the plan places both together.
         plan = self._plan(ds, opts, run_args, resumed_cfg, len(sides), target=task.edge_type[2], batch_size=most,
                           seeds=rel.manifest["edge_splits"]["train"]["edges"])
         if plan.file_tables:
@@ -262,7 +236,6 @@ class Typed:
                 loaders[key] = HeteroLoader(ds, opts["fanouts"], t, seeds=h.ends[side], shuffle=False,
                                             features=features, **at, **common)
                 features = loaders[key].features  # one set of readers and one cache
-        # The node loaders' options but the two they alone take (the sampler is passed first).
         common = {k: v for k, v in common.items() if k not in ("sampler", "direct")}
         self.hyper = loaders[task.train_split] = HeteroLinkBatches(
             ds, task.relation, self.sampler, features, neg_ratio=task.neg.amount, neg_weight=task.neg.weight,
@@ -270,22 +243,16 @@ class Typed:
         return net, loaders
 
     def split_loader(self, ds: Any, fanouts: Any, target: str, split: str, **opts: Any) -> Any:
-        """The ``HeteroLoader`` of split ``split`` of ``target`` (``opts``: its options): the task
-        table's rows of ``split`` where the run has one, else the type's split."""
+        """The ``HeteroLoader`` of ``split`` of ``target``: the task table's rows, or the type's
+        split (at the seeds' times, if any)."""
         if self.table is not None:
             return self.table.loader(ds, fanouts, target, split, **opts)
-        return HeteroLoader(ds, fanouts, target, seeds=split, **opts, **self.at_times(ds, target, split))
-
-    def at_times(self, ds: Any, target: str, split: str) -> Dict[str, Any]:
-        """The ``HeteroLoader`` options of split ``split``'s seeds of ``target``: at their times, or
-        without times (also on a dataset with times, under ``--ignore-time``)."""
-        if self.times is None:
-            return dict(ignore_time=True)
-        return dict(input_time=self.times[ds.node_type(target).split(split)])
+        at = dict(ignore_time=True) if self.times is None else \
+            dict(input_time=self.times[ds.node_type(target).split(split)])
+        return HeteroLoader(ds, fanouts, target, seeds=split, **opts, **at)
 
     def open_tables(self, names: Mapping[str, int], width: int, ranks: Any, opts: Dict[str, Any]) -> None:
-        """Create the live tables ``names`` (name: rows) in ``RUN/tables`` (the working copy: each
-        checkpoint copies them beside itself); refused under torchrun."""
+        """Create the live tables ``names`` (name: rows) in ``RUN/tables``; refused under torchrun."""
         if names and ranks.active:
             raise InputError(f"embedding tables in files ({', '.join(names)}) are not supported under torchrun yet: "
                              "every rank would update the same files; give a larger --memory or --embed-tables memory")
@@ -308,12 +275,9 @@ class Typed:
               ) -> Tuple[Dict[str, Any], str]:
         return dict(loaders), ""  # typed batches go to the device in hetero_batch_to_dicts
 
-    # --- a batch ----------------------------------------------------------------------------
-
     def with_rows(self, x: Dict[str, Any], batch: Any, device: Any, training: bool, prefix: str = "") -> Dict[str, Any]:
-        """``x`` with the batch's rows of the tables in files named ``prefix + TYPE``, as leaves
-        (kept for :meth:`stepped`, which drops them), when ``training``; else ``x`` (the model
-        reads its tables' readers)."""
+        """``x`` with the batch's rows of the tables ``prefix + TYPE`` as leaves for :meth:`stepped`,
+        when ``training``; else ``x`` (the model reads its tables' readers)."""
         if not training:
             return x
         x = dict(x)
@@ -328,8 +292,7 @@ class Typed:
     def rows(self, net: Any, batch: Any, device: Any, kind: str, node_type: Any = None, prefix: str = "") -> Any:
         x, edges, n_id = hetero_batch_to_dicts(batch, device)
         self._rows = {}
-        # Evaluation computes at each layer only the nodes later layers read (the seeds' rows are
-        # the same); training keeps every node's, as it always has.
+        # Evaluation computes at each layer only the nodes later layers read.
         hops = None if net.training else sampled_hops(batch, net.layers)
         out = net(self.with_rows(x, batch, device, net.training, prefix), edges, n_id, hops=hops)
         s = batch[node_type]
@@ -347,8 +310,6 @@ class Typed:
         self._rows = {}
         xs = {side: self.with_rows(x, batch, device, net.training, f"{side}.") for side in task.sides}
         return net(xs["src"], edges, n_id, eli[0], eli[1], xs.get("dst")), pairs.edge_label, int(eli.shape[1])
-
-    # --- the loader's reports ---------------------------------------------------------------
 
     def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
         lines = [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
@@ -377,13 +338,8 @@ class Typed:
         return {"loader": {"backend": self.sampler.resolved_backend(), "hyperbatch": self.hyper.hyperbatch_size()[0]},
                 "memory_plan": {"text": self.plan.text()}}
 
-    # --- exact scores -----------------------------------------------------------------------
-
     def exact(self, task: Any, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
-        """Exact scores of the live ``net`` or of the run's best checkpoint (on the CPU). Node runs:
-        the checkpoint's by ``ringgnn.inference.hetero.infer_hetero``, the live model's dense parts
-        layer-wise over the evaluated splits' nodes; link runs: each tower's layer-wise rows of the
-        nodes the splits name, then the decoder."""
+        """Exact scores of the live ``net`` or of the best checkpoint, on the CPU."""
         if task.name == "node" and net is None:
             r = infer_hetero(out, ds, output="predictions", **exact)
             return {k: r.get(k) for k in ("val_acc", "test_acc")}  # None for a split the target has not
@@ -405,9 +361,8 @@ class Typed:
 
 
 def sampled_hops(batch: Any, layers: int) -> Optional[Tuple[Dict[str, List[int]], Dict[Any, List[int]]]]:
-    """(nodes per hop of each type, edges per hop of each relation) of a typed batch, what
-    ``HeteroModel.forward(hops=)`` trims layer by layer with; None where the batch was not
-    sampled one hop per layer (nothing is trimmed then)."""
+    """(nodes per hop of each type, edges per hop of each relation) of a typed batch, for
+    ``HeteroModel.forward(hops=)``; None where it was not sampled one hop per layer."""
     nodes = {t: list(batch[t].num_sampled_nodes) for t in batch.node_types if "num_sampled_nodes" in batch[t]}
     edges = {et: list(batch[et].num_sampled_edges) for et in batch.edge_types if "num_sampled_edges" in batch[et]}
     if len(nodes) != len(batch.node_types) or len(edges) != len(batch.edge_types) or \
@@ -417,15 +372,14 @@ def sampled_hops(batch: Any, layers: int) -> Optional[Tuple[Dict[str, List[int]]
 
 
 def _placed(cfg: Dict[str, Any]) -> Dict[str, Any]:
-    """A model's config (or a link model's, with its towers) less where its tables are (a
-    placement, not the model)."""
+    """A model's config (a link model's towers too) less where its tables are."""
     return {k: _placed(v) if k in ("src", "dst") and v else v for k, v in cfg.items() if k != "external"}
 
 
 def _table_placement(featureless: List[str], embed_tables: str,
                      resumed: Optional[Dict[str, Any]]) -> Optional[Dict[str, bool]]:
-    """Per featureless type, whether its table is held (True) or in files, where already decided:
-    by the resumed run (its tables stay where they were), or by ``--embed-tables``."""
+    """Per featureless type, whether its table is held (True) or in files, where the resumed run
+    or ``--embed-tables`` decides; else None."""
     if resumed is not None:
         ext = set(resumed.get("external") or ())
         return {t: t not in ext for t in featureless}
@@ -450,9 +404,8 @@ def link_config(ds: Any, relation: str, model: str, hidden: int, layers: int, em
 def build_link_model(cfg: Mapping[str, Any]) -> Any:
     """The :class:`HeteroLinkModel` of :func:`link_config`'s ``cfg`` (fresh weights)."""
     class HeteroLinkModel(torch.nn.Module):
-        """Encoders ``encoders["src"]`` (rows of type ``S``) and ``encoders["dst"]`` (type ``D``;
-        absent when ``S = D``: the source tower encodes both) and the ``decoder``; its forward
-        scores pairs of a batch's rows in one call (a DDP wrapper sees the whole step)."""
+        """Towers ``encoders["src"]`` and ``encoders["dst"]`` (absent when ``S = D``) and the
+        ``decoder``, scoring pairs in one call (a DDP wrapper sees the whole step)."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -467,8 +420,7 @@ def build_link_model(cfg: Mapping[str, Any]) -> Any:
 
         def forward(self, x_dict: Any, edge_index_dict: Any, n_id_dict: Any, src: Any, dst: Any,
                     x_dst: Any = None) -> Any:
-            """Scores of the pairs ``(src, dst)``; ``x_dst``: the destination tower's inputs
-            where they differ from ``x_dict`` (its own rows of tables in files)."""
+            """Scores of the pairs ``(src, dst)``; ``x_dst``: the destination tower's own inputs."""
             zs = self.encoders["src"](x_dict, edge_index_dict, n_id_dict)
             zd = zs if "dst" not in self.encoders else self.encoders["dst"](
                 x_dict if x_dst is None else x_dst, edge_index_dict, n_id_dict)

@@ -1,9 +1,6 @@
-"""A dataset's kind: what the training loop and a task ask of a dataset besides the task itself
-(where the batches come from, which model family learns it, the loader's reports, the exact
-scores). :class:`Homogeneous` here, the one-type case on ``ringgnn.Loader``'s engine;
-``ringgnn.training.hetero.Typed`` the other; both answer the same methods (docs/ARCHITECTURE.md
-"Training: one loop, tasks as plug-ins").
-"""
+"""A dataset's kind: what the loop and a task ask of a dataset besides the task (batches, model
+family, loader reports, exact scores). :class:`Homogeneous` here; ``training.hetero.Typed``
+answers the same methods."""
 
 from __future__ import annotations
 
@@ -26,10 +23,7 @@ class Homogeneous:
     """A homogeneous dataset's kind: one node type, one relation, ``ringgnn.Loader``'s engine."""
 
     typed = False
-    #: A homogeneous run samples without times (a run at times is the typed kind's one-type case).
-    temporal = False
-
-    # --- the options and the run directory --------------------------------------------------
+    temporal = False  # a run at times is the typed kind's
 
     def fanouts(self, ds: Any, fanouts: Any) -> Any:
         """``--fanouts`` parsed: a list, one per hop."""
@@ -46,7 +40,7 @@ class Homogeneous:
         """Refuse the loop's options this kind of dataset does not take."""
 
     def run_args(self, task: Any, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
-        """The run's options as checkpoints hold them (``args``: the loop's; then the task's)."""
+        """The run's options as checkpoints hold them."""
         return dict(task=task.name, **args, **task.task_args())
 
     def public_args(self, run_args: Dict[str, Any]) -> Dict[str, Any]:
@@ -54,7 +48,7 @@ class Homogeneous:
         return dict(run_args)
 
     def identity(self, task: Any) -> Dict[str, Any]:
-        """What ``metrics.json`` says of the run besides its scores (heterogeneous runs: the type)."""
+        """What ``metrics.json`` says of the run besides its scores."""
         return {}
 
     def scope(self, task: Any, ds: Any, train_loader: Any) -> str:
@@ -62,36 +56,31 @@ class Homogeneous:
         return f"{ds.num_nodes:,} nodes"
 
     def open_run(self, out: str, run_args: Dict[str, Any], resumed: Any) -> Any:
-        """The resumed checkpoint (``checkpoints.open_run``'s), refused where it is of another model."""
+        """The resumed checkpoint, refused where it is of another model."""
         return resumed
 
     def restored(self, resumed: Any, out: str) -> None:
-        """After ``checkpoints.restore``: what the run keeps beside the model (tables in files)."""
+        """After ``checkpoints.restore``: restore what the run keeps beside the model."""
 
     def stepped(self) -> None:
         """After each optimizer step: what the run updates beside the model."""
 
     def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
-        """Write checkpoint ``state`` at ``path`` (``ringgnn.models.checkpoints.save``)."""
+        """Write checkpoint ``state`` at ``path``."""
         save(state, path)
-
-    # --- the model and the loaders ----------------------------------------------------------
 
     def prepare(self, task: Any, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
                 opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
         """(the model on ``dev``, the loaders of the training split and the evaluated ones)."""
         model, fanouts, batch_size, hidden = opts["model"], opts["fanouts"], opts["batch_size"], opts["hidden"]
         net = self.build(task, model, ds, hidden, opts["layers"], opts["dropout"]).to(dev)
-        # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and
-        # the activations of the largest batch are reserved before the loader splits the rest.
+        # The budget covers the process: what it holds now and the largest batch's activations.
         reserve = _options.process_rss() + activation_bytes(model, ds, fanouts,
                                                             self.batch_seeds(task, batch_size, ds), hidden)
-        # One engine for the loaders of all splits: the offset index, the neighbor file (memory
-        # backend), the hot-row cache, the labels and the budget are held once.
+        # The other splits' loaders share this one's engine (index, cache, budget).
         train_loader = self.loader(task, ds, task.train_split, fanouts, batch_size, shuffle=True,
                                    cache=opts["cache"], cache_policy=opts["cache_policy"], memory=opts["memory"],
                                    reserve=reserve, prefetch=opts["prefetch"],
-                                   # On CUDA one more host batch is held: the one whose copy runs ahead.
                                    hold=2 if opts["device"] == "cuda" else 1, backend=opts["backend"],
                                    direct=opts["direct"], threads=opts["threads"], seed=opts["seed"],
                                    hyperbatch=opts["hyperbatch"], staging_dir=opts["staging_dir"],
@@ -102,29 +91,23 @@ class Homogeneous:
         return net, loaders
 
     def build(self, task: Any, kind: str, ds: Any, hidden: int, layers: int, dropout: float) -> Any:
-        """The model to train: encoder ``kind`` (a link task's with its decoder on top; its last
-        layer ``hidden`` wide, a node task's one column per class)."""
+        """The model to train: encoder ``kind`` (a link task's with its decoder on top)."""
         if task.name == "link":
             return build_link_model(kind, ds.feature_dim, hidden, layers, dropout, task.decoder)
         return build_model(kind, ds.feature_dim, hidden, ds.num_classes, layers, dropout)
 
     def batch_seeds(self, task: Any, batch_size: int, ds: Any) -> int:
-        """The most seed nodes of a training batch of ``batch_size`` (what activations are sized for)."""
+        """The most seed nodes of a training batch of ``batch_size``."""
         return LinkPairs(ds, 0, task.neg).most_seeds(batch_size) if task.name == "link" else batch_size
 
     def loader(self, task: Any, ds: Any, split: str, fanouts: Sequence[int], batch_size: int, **opts: Any) -> Any:
         """A loader of the batches of ``split``'s seeds (``opts``: ``ringgnn.Loader``'s)."""
-        # This kind samples without times: a run at times is the typed kind's (training.temporal).
         if task.name == "node":
             return Loader(ds, fanouts, batch_size, split=split, ignore_time=True, **opts)
         if split == task.train_split:
-            # Without times: a dataset with times is here only under --ignore-time.
             return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=task.neg, ignore_time=True, **opts)
-        # A held-out split is scored from one sampled embedding per node it names (its pairs'
-        # endpoints and their candidates), node batches as large as a training batch's seeds
-        # (what the memory plan was made for): each node's neighborhood is sampled once, not
-        # once per pair it is in (K + 2 times fewer seeds than link batches of the same pairs).
-        # Negatives shared by the split's positives (OGB's edge_neg) replace its per-pair ones.
+        # A held-out split: node batches of the nodes its pairs name, each sampled once (not once
+        # per pair it is in), as large as a training batch's seeds (what the plan was made for).
         h = task.hold(ds, split)
         share = opts.pop("share", None)
         base = share._loader if isinstance(share, LinkLoader) else share
@@ -133,8 +116,7 @@ class Homogeneous:
 
     def feeds(self, loaders: Dict[str, Any], opts: Dict[str, Any], dev: Any, train_split: str = "train"
               ) -> Tuple[Dict[str, Any], str]:
-        """(what the epochs iterate, a note for the loader's log line): on CUDA, the batches
-        copied ahead on a side stream (``ringgnn.sampling.cuda``)."""
+        """(what the epochs iterate, a note for the loader's log line); on CUDA, copied ahead."""
         if opts["device"] != "cuda":
             return dict(loaders), ""
 
@@ -146,11 +128,9 @@ class Homogeneous:
         return feeds, (f"; CUDA: batch buffers {'pinned' if pinned else 'pageable'}, copies on a side stream"
                        + (f", GPU tier {len(row_cache):,} rows ({_mib(row_cache.nbytes)})" if row_cache else ""))
 
-    # --- a batch ----------------------------------------------------------------------------
-
     def rows(self, net: Any, batch: Any, device: Any, kind: str, node_type: Any = None, prefix: str = "") -> Any:
-        """The rows of ``batch``'s seeds (of ``node_type``) of encoder ``net`` of kind ``kind``,
-        on ``device`` (``prefix``: the names of a typed tower's tables in files)."""
+        """The rows of ``batch``'s seeds (of ``node_type``) by encoder ``net`` (``prefix``: a typed
+        tower's tables)."""
         return forward(net, batch, device, kind)
 
     def labels(self, batch: Any, node_type: Any = None) -> Any:
@@ -158,12 +138,9 @@ class Homogeneous:
         return batch.y[: batch.batch_size]
 
     def pairs(self, task: Any, net: Any, batch: Any, device: Any, kind: str) -> Tuple[Any, Any, int]:
-        """(a link batch's scores of its pairs by the whole model (under DDP, its wrapper: encoder
-        and decoder in one call), their labels, the number of pairs)."""
+        """(a link batch's pair scores by the whole model in one call, their labels, pairs)."""
         eli = batch.edge_label_index.to(device)
         return forward(net, batch, device, kind, eli[0], eli[1]), batch.edge_label, int(eli.shape[1])
-
-    # --- the loader's reports ---------------------------------------------------------------
 
     def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
         """The log lines that say how the loader reads and what it holds."""
@@ -175,7 +152,7 @@ class Homogeneous:
                 + f"; memory {train_loader.plan()['text']}{device_note}"]
 
     def counters(self, train_loader: Any) -> Any:
-        """The loader's counters before an epoch (what :meth:`epoch_report` subtracts)."""
+        """The loader's counters before an epoch."""
         return train_loader.stats()
 
     def epoch_report(self, train_loader: Any, before: Any, timing: Dict[str, float],
@@ -195,15 +172,11 @@ class Homogeneous:
             _hyperbatch_line(before, train_loader.stats())]
 
     def loader_metrics(self, train_loader: Any) -> Dict[str, Any]:
-        """What ``metrics.json`` says of the loader."""
-        # The loaders share one engine: its counters cover training and evaluation.
+        """What ``metrics.json`` says of the loader (training and evaluation)."""
         return {"loader": train_loader.stats(), "memory_plan": train_loader.plan()}
 
-    # --- exact scores -----------------------------------------------------------------------
-
     def exact(self, task: Any, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
-        """Exact (layer-wise) scores of the live ``net`` or, when None, of the run's best checkpoint
-        (``exact``: ``memory``, ``backend``, ``direct``, ``quiet``)."""
+        """Exact (layer-wise) scores of the live ``net`` or, when None, of the best checkpoint."""
         link = task.name == "link"
         if net is None:
             ckpt = load_checkpoint(out, ds, "--out")
@@ -212,9 +185,8 @@ class Homogeneous:
                               opts["layers"], os.path.join(out, "last.pt"),
                               dict(task="link", decoder=task.decoder) if link else {},
                               decoder=net.decoder if link else None)
-        # f32 hidden layers: the exact numbers (2-byte ones move link metrics in the 4th digit).
+        # f32 hidden layers: 2-byte ones move link metrics in the 4th digit.
         if link:
-            # One layer-wise inference of every node the splits name, then the decoder.
             ids, z = embed_endpoints(ds, ckpt, [h.ends["src"] for h in task.held.values()], hidden_dtype="f32",
                                      **exact)
             return task.exact_scores(ckpt.decoder, {"src": (z, ids)})
@@ -223,7 +195,7 @@ class Homogeneous:
 
 
 def _hyperbatch_line(before: Dict[str, Any], after: Dict[str, Any]) -> str:
-    """What hyperbatches did since ``before`` (training and evaluation share the engine)."""
+    """What hyperbatches did since ``before``."""
     d = {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float)) and k in before}
     n = d["sampler_hyperbatches"]
     if not n:

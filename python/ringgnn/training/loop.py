@@ -1,11 +1,5 @@
-"""The one loop of ``ringgnn train`` (:func:`train`), the same for every task and every kind of
-dataset: it asks the task plug-in (``ringgnn.training.tasks``, chosen by :func:`make_task`) for the
-model, the loaders, the losses and the scores, and the dataset's kind (``ringgnn.training.kinds``,
-``ringgnn.training.hetero``) for what concerns the loader and the run directory (``last.pt``,
-``best.pt``, ``metrics.json``, the curves); under ``torchrun``, data parallel with DDP. What a run
-does and writes: docs/USAGE.md "Training", docs/ARCHITECTURE.md "Training: one loop, tasks as
-plug-ins", docs/DISTRIBUTED.md.
-"""
+"""The one loop of ``ringgnn train`` (:func:`train`) for every task and kind of dataset, data
+parallel under ``torchrun`` (docs/ARCHITECTURE.md "Training: one loop, tasks as plug-ins")."""
 
 from __future__ import annotations
 
@@ -27,9 +21,7 @@ from .tasks import LinkPrediction, NodeClassification, Task
 from .task_table import check_resumed, read_task_tables
 from .temporal import pairs_at_times, seed_times
 
-#: How val/test scores are measured (``--eval``).
 EVAL_MODES = ("auto", "sampled", "layerwise")
-#: What ``--task`` trains for.
 TASKS = ("node", "link")
 #: The loop's options a checkpoint's ``args`` holds, in their order (then ``world_size``, the task's).
 RUN_ARGS = ("model", "fanouts", "batch_size", "epochs", "hidden", "layers", "lr", "dropout", "cache", "memory",
@@ -84,26 +76,10 @@ def train(
     task_label_column: str = "label",
 ) -> Dict[str, Any]:
     """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
-    ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
-    writes the run directory, and every rank returns the same metrics (rank 0's also hold the
-    final layer-wise evaluation).
-
-    ``task``: ``node`` (classification, the default) or ``link`` (link prediction on the
-    dataset's edge splits, with ``decoder`` ``dot`` (default) or ``mlp``, ``neg_ratio`` random
-    negatives per positive (default 1) drawn by ``neg_weight`` ``uniform`` (default) or
-    ``degree``). On a heterogeneous dataset: ``target`` (node: the type to classify) or
-    ``relation`` (link: ``S:R:D``), ``embed_dim`` and ``embed_tables`` (the learned embeddings
-    of types without features, ``ringgnn.training.hetero``).
-
-    On a dataset with times the run is temporal (``ringgnn.training.temporal``): every seed is
-    sampled at its node time, or at ``seed_time`` (a ``.npy`` of one integer per node of the
-    target type), and evaluated by sampling at those times (link prediction: every pair at its
-    time, from splits by time); ``ignore_time`` opts out.
-
-    ``task_table``: node classification's rows (``ringgnn.training.task_table``), tables of
-    (node, time, label) per split, ``"train=T1.parquet,val=T2.parquet,test=T3.parquet"`` or a dict,
-    with their columns ``task_node_column``, ``task_time_column`` and ``task_label_column``, in
-    place of the target type's splits and labels; evaluated by sampling."""
+    ``torchrun`` every rank calls this and returns the same metrics; rank 0 writes the run.
+    The options are ``ringgnn train``'s (``--help``): ``task`` node or link (``decoder``,
+    ``neg_ratio``, ``neg_weight``); typed datasets ``target``, ``relation``, ``embed_dim``,
+    ``embed_tables``; times ``seed_time``, ``ignore_time``; ``task_table`` and its columns."""
     ds = Dataset.opened(dataset)
     columns = dict(node=task_node_column, time=task_time_column, label=task_label_column)
     task_obj = make_task(ds, _options.choice(task, TASKS, "--task"), decoder=decoder, neg_ratio=neg_ratio,
@@ -114,20 +90,16 @@ def train(
     fan = task_obj.fanouts(ds, fanouts)
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
                                                                    ("layers", layers)))
-    lr, dropout = _options.learning_rate(lr), _options.dropout(dropout)
+    lr, dropout = _options.real(lr, "--lr", 0.0, above=True), _options.real(dropout, "--dropout", 0.0, 1.0, below=True)
     hops = len(fan) if isinstance(fan, list) else len(next(iter(fan.values())))
     if hops != layers:
         text = ",".join(map(str, fan)) if isinstance(fan, list) else ""
         raise InputError(f"--fanouts {text + ' ' if text else ''}has {hops} hops but --layers is {layers}; "
                          "give one fanout per layer")
-    # A typed dataset's target or relation, and task tables, are checked when the task is made.
     if not isinstance(ds, HeteroDataset) and task_table is None:
         task_obj.check(ds)
     if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
+        _options.inference_device(device)  # refused without a CUDA device
     gpu_cache = _options.size(gpu_cache, "gpu_cache") or None
     if gpu_cache and device != "cuda":
         raise InputError("--gpu-cache holds feature rows on a GPU: it needs --device cuda")
@@ -167,10 +139,7 @@ def train(
         eval_mode = "sampled"
         log("evaluation: sampled at the val/test rows of the task tables (no exact layer-wise score)")
     try:
-        # The loader reads the dataset and writes its staging file (in --staging-dir): an OS error
-        # there names the file and says it happened while training (the run directory's own
-        # writes name themselves, see checkpoints.save). A run that fails before its first
-        # checkpoint leaves no run directory behind.
+        # A run that fails before its first checkpoint leaves no run directory behind.
         with run_directory(out, ranks.leader), os_errors("training on", ds.path):
             metrics = _train(ds, ranks, task_obj, opts, resume=resume, overwrite=overwrite, quiet=quiet, log=log,
                              eval_mode=eval_mode, tensorboard=tensorboard)
@@ -178,8 +147,7 @@ def train(
         distributed.leave(ranks)
     exact = dict(memory=memory, backend=backend, direct=direct, quiet=quiet)
     if eval_mode == "auto" and ranks.leader and metrics["best_epoch"] is not None:
-        # Exact scores of the best checkpoint: full neighborhoods, layer by layer (the loaders
-        # of the epochs are gone, so their memory is free for it).
+        # The epochs' loaders are gone: their memory is free for the exact scores.
         t0 = time.perf_counter()
         scores = task_obj.exact(ds, out, None, opts, **exact)
         metrics["layerwise"] = dict(epoch=metrics["best_epoch"], **scores, seconds=time.perf_counter() - t0)
@@ -195,14 +163,11 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
               target: Optional[str], relation: Optional[str], embed_dim: Optional[int], embed_tables: str,
               seed_time: Any = None, ignore_time: bool = False, task_table: Any = None,
               columns: Optional[Dict[str, str]] = None) -> Task:
-    """The plug-in of ``task`` for ``ds``'s kind, its options checked (those of another task or
-    kind refused, naming them). A task at times (``ringgnn.training.temporal``) or a node task on
-    task tables (``task_table``, its ``columns``: ``ringgnn.training.task_table``) runs on the typed
-    kind, a homogeneous dataset being its one-type case."""
+    """The plug-in of ``task`` for ``ds``'s kind, the options of another task or kind refused. A
+    run at times or on task tables is on the typed kind (a homogeneous dataset: its one-type case)."""
     hetero = isinstance(ds, HeteroDataset)
     if hetero or ds.has_times or task_table is not None:
-        # The typed kind imports PyTorch (the heterogeneous models): not at import, which the
-        # command line's parser does.
+        # Not at import: the typed kind imports PyTorch, the CLI's parser must not.
         from .hetero import Typed, check_relation, check_target
     if not hetero:
         for flag, value in (("--target", target), ("--embed-dim", embed_dim), ("--relation", relation),
@@ -215,7 +180,7 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
         if target is not None:
             raise InputError("--target is the node type of --task node; --task link takes --relation S:R:D")
         decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
-        neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
+        neg_ratio = 1.0 if neg_ratio is None else _options.real(neg_ratio, "--neg-ratio", 0.0, above=True)
         neg_weight = _options.choice("uniform" if neg_weight is None else neg_weight, NEG_WEIGHTS, "--neg-weight")
         if hetero:
             relation = check_relation(ds, relation, LinkPrediction.eval_splits)
@@ -225,7 +190,6 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
         at_times = pairs_at_times(ds, ds.relation(relation) if hetero else ds, splits, seed_time, ignore_time)
         if not hetero and not at_times:
             return LinkPrediction(decoder, neg_ratio, neg_weight)
-        # A homogeneous dataset at times: the one-type case of the typed kind (its one relation).
         kind = Typed(embed_dim, embed_tables, hetero=hetero, pairs_at_times=at_times)
         return LinkPrediction(decoder, neg_ratio, neg_weight, kind, relation or HOMOGENEOUS_RELATION)
     given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
@@ -235,7 +199,7 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
                          "(node classification has no decoder nor negatives)")
     if relation is not None:
         raise InputError("--relation is for --task link; --task node takes --target TYPE")
-    if task_table is not None:  # the rows of task tables, in place of the target type's splits and labels
+    if task_table is not None:
         if seed_time is not None:
             raise InputError("--seed-time gives each node of the target type one time, and --task-table gives each "
                              "row its own: give one of them")
@@ -251,7 +215,7 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
         return NodeClassification(Typed(embed_dim, embed_tables, seed_times(ds, target, task, seed_time, ignore_time)),
                                   target, eval_splits)
     times = seed_times(ds, HOMOGENEOUS_TYPE, task, seed_time, ignore_time)
-    if times is not None:  # at times: the one-type case of the typed kind
+    if times is not None:
         return NodeClassification(Typed(times=times, hetero=False), HOMOGENEOUS_TYPE)
     return NodeClassification()
 
@@ -262,14 +226,12 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
 
     device, out, model, fanouts = opts["device"], opts["out"], opts["model"], opts["fanouts"]
     run_args = task.run_args(ds, dict({k: opts[k] for k in RUN_ARGS}, world_size=ranks.world_size))
-    if task.kind.temporal:  # what --resume checks (a run without times holds no key)
+    if task.kind.temporal:  # checked by --resume
         run_args["temporal"] = True
-    rank_log = log  # lines every rank prints (tagged with its rank)
+    rank_log = log  # lines every rank prints
     if not ranks.leader:
         log, quiet = (lambda s: None), True
     dev = distributed.device_of(ranks, device)
-    # Rank 0 owns the run directory: it checks it, and on resume reads the checkpoint every
-    # rank continues from.
     resumed = distributed.from_leader(ranks, lambda: task.kind.open_run(out, run_args, _opened(
         out, run_args, resume, overwrite)))
     torch.manual_seed(opts["seed"])
@@ -321,8 +283,7 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
                       eval_seconds=seconds - (t1 - t0))
         columns, lines = task.kind.epoch_report(train_loader, before, timing, ranks)
         row = dict(epoch=epoch, loss=loss, **scores, seconds=seconds, **columns)
-        if ranks.active:
-            # The stage columns above are rank 0's; every rank's are here.
+        if ranks.active:  # the columns above are rank 0's
             row["ranks"] = distributed.gather(ranks, {k: v for k, v in columns.items() if k != "epoch"})
         history.append(row)
         log(f"epoch {epoch}: loss {loss:.4f}, {task.describe(scores)}, {seconds:.2f} s")
@@ -336,17 +297,15 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
                 task.kind.save(state, os.path.join(out, name), epoch)
             write_json(metrics, os.path.join(out, "metrics.json"))
             plots.epoch(history)
-    if start >= opts["epochs"] and ranks.leader:  # nothing left to run: metrics.json with this process's counters
+    if start >= opts["epochs"] and ranks.leader:  # nothing left to run
         write_json(metrics, os.path.join(out, "metrics.json"))
     plots.close()
-    # Rank 0's files are complete before any rank returns.
     distributed.barrier(ranks)
     return metrics
 
 
 def _opened(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) -> Any:
-    """``checkpoints.open_run``'s resumed checkpoint, refused where it was trained at times and
-    this run is not, or the reverse."""
+    """``checkpoints.open_run``'s, refused where its times or task tables differ from this run's."""
     resumed = open_run(out, run_args, resume, overwrite)
     if resumed is not None:
         check_resumed(resumed["args"].get("task_table"), run_args.get("task_table"), os.path.join(out, "last.pt"))
@@ -359,10 +318,8 @@ def _opened(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) -
 
 def _train_epoch(net, opt, task: Task, loader: Any, epoch: int, device: str, quiet: bool, model: str = "sage",
                  always_step: bool = False):
-    """One pass over the training split: (sum of the loss over the task's examples, examples,
-    seconds waiting for batches, seconds in forward/backward/step). With ``always_step`` (DDP,
-    where every rank must join every gradient all-reduce) a batch without examples still takes a
-    step, of zero gradient."""
+    """One pass over the training split: (loss sum, examples, seconds waiting, seconds stepping).
+    ``always_step`` (DDP): a batch without examples still steps, with zero gradient."""
     net.train()
     loader.set_epoch(epoch)
     total_loss, count, wait, step = 0.0, 0, 0.0, 0.0
@@ -371,7 +328,7 @@ def _train_epoch(net, opt, task: Task, loader: Any, epoch: int, device: str, qui
         while True:
             t0 = time.perf_counter()
             try:
-                batch = next(it)  # sampling and feature gathering happen behind this call
+                batch = next(it)
             except StopIteration:
                 break
             t1 = time.perf_counter()
@@ -395,7 +352,7 @@ def _metrics(ds: Any, task: Task, run_args: Dict[str, Any], history: List[Dict[s
              train_loader: Any) -> Dict[str, Any]:
     return {
         "dataset": os.path.abspath(ds.path),
-        "task": run_args["task"],  # every kind and task says which it is, in the same key
+        "task": run_args["task"],
         **task.kind.identity(task),
         "temporal": task.kind.temporal,
         **task.summary(history),

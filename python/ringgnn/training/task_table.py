@@ -1,8 +1,5 @@
-"""Task tables: rows of (node id, time, label) as a node classification run's train/val/test sets
-(``ringgnn train --task-table train=T1.parquet,...``): reading them (:func:`read_task_tables`,
-each error naming the file, column and row), what a run records of them and ``--resume`` checks,
-and the loader of a split's rows (:class:`RowLoader`). docs/USAGE.md "Task tables".
-"""
+"""Task tables (``--task-table``): rows of (node id, time, label) as a node run's splits; reading
+them (:func:`read_task_tables`), what ``--resume`` checks, the loader of a split's rows."""
 
 from __future__ import annotations
 
@@ -17,13 +14,11 @@ from ..importers._arrow import Table, to_np
 from ..sampling.hetero import HeteroLoader
 from .temporal import seed_times
 
-#: The largest label: labels are held as int32 (and the model has one output per class).
 MAX_LABEL = (1 << 31) - 1
 
 
 class Rows:
-    """One split's rows: ``node`` (int64), ``time`` (int64, or None: sampled without times),
-    ``label`` (int32), and ``file``, what a run records of the table it was read from."""
+    """One split's rows: ``node``, ``time`` (or None) and ``label``; ``file``, what a run records."""
 
     def __init__(self, node: np.ndarray, time: Optional[np.ndarray], label: np.ndarray, file: Dict[str, Any]):
         self.node, self.time, self.label, self.file = node, time, label, file
@@ -33,8 +28,7 @@ class Rows:
 
 
 class TaskTables:
-    """The rows of each split (``splits``: ``train``, ``val``, maybe ``test``), the columns they
-    were read from, and ``classes`` (the largest label plus one)."""
+    """The rows of each split, their ``columns`` and ``classes`` (the largest label plus one)."""
 
     def __init__(self, splits: Dict[str, Rows], columns: Dict[str, Optional[str]]):
         self.splits, self.columns = splits, columns
@@ -42,12 +36,10 @@ class TaskTables:
 
     @property
     def timed(self) -> bool:
-        """True when the rows are sampled at their times."""
         return self.columns["time"] is not None
 
     @property
     def eval_splits(self) -> Tuple[str, ...]:
-        """The evaluated splits: ``val``, and ``test`` where given."""
         return tuple(s for s in ("val", "test") if s in self.splits)
 
     def record(self) -> Dict[str, Any]:
@@ -56,7 +48,6 @@ class TaskTables:
                     **{s: dict(r.file) for s, r in self.splits.items()})
 
     def text(self) -> str:
-        """The run's log line about its rows."""
         rows = ", ".join(f"{s} {len(r):,}" for s, r in self.splits.items())
         how = "at its time" if self.timed else "without times"
         return f"task table: rows {rows}, {self.classes} classes; each row's node is a seed sampled {how}"
@@ -66,18 +57,16 @@ class TaskTables:
 
 
 def at_times(ds: Any, ignore_time: bool) -> bool:
-    """Whether a task table's rows are sampled at their times: on a dataset with times, unless
-    ``ignore_time`` (which warns, as every run that samples a dataset with times without them)."""
+    """Whether the rows are sampled at their times: on a dataset with times, unless ``ignore_time``."""
     if ignore_time:
-        seed_times(ds, "", "node", None, True)  # the warning, from its owner
+        seed_times(ds, "", "node", None, True)  # its warning
         return False
     return bool(ds.has_times)
 
 
 def read_task_tables(ds: Any, target: str, spec: Any, node: str = "node", time: str = "time", label: str = "label",
                      ignore_time: bool = False) -> TaskTables:
-    """The task tables ``spec`` (``--task-table``, :func:`ringgnn._options.task_tables`) of node
-    type ``target`` of ``ds``, columns ``node``, ``time`` and ``label``, each checked."""
+    """The task tables ``spec`` of node type ``target``, columns ``node``, ``time``, ``label`` checked."""
     paths = _options.task_tables(spec)
     timed = at_times(ds, ignore_time)
     n = ds.node_type(target).num_nodes
@@ -108,8 +97,7 @@ class _Reader:
         self.unit = None if time is None else self.t.time_unit(time, "--task-time-column")
 
     def _integers(self, name: str, option: str, what: str) -> str:
-        """'int' or 'uint' for integer column ``name``; refused otherwise, naming the first row
-        of a float column that is not a whole number."""
+        """'int' or 'uint' for integer column ``name``; refused otherwise."""
         import pyarrow as pa  # here: a run without task tables needs no pyarrow (an extra)
 
         typ = self.t.value_type(name, option)
@@ -124,8 +112,7 @@ class _Reader:
         size, crc = _core.file_crc32c(t.path)
         cols = [self.node, self.label] + ([self.time] if self.time is not None else [])
         names = ("node", "label", "time")[:len(cols)]
-        # A Parquet file says how many rows it has: its arrays are made once and filled batch by
-        # batch (a CSV's batches are joined at the end).
+        # Parquet knows its rows: filled in place (a CSV's batches are joined at the end).
         full = None if t.rows is None else {k: np.empty(t.rows, np.int32 if k == "label" else np.int64) for k in names}
         parts: Dict[str, List[np.ndarray]] = {k: [] for k in names}
         row0 = 0
@@ -171,9 +158,8 @@ class _Reader:
 
 
 def check_resumed(was: Optional[Mapping[str, Any]], now: Optional[Mapping[str, Any]], path: str) -> None:
-    """Refuse to resume the run of checkpoint ``path``, trained on task tables ``was`` (its
-    ``args["task_table"]``; None: none), on other tables ``now``: another content (size, CRC-32C,
-    rows) of a split's table, other columns or splits. A table moved elsewhere is the same table."""
+    """Refuse to resume checkpoint ``path``, trained on task tables ``was`` (None: none), on other
+    tables ``now`` (content, columns, splits; a table moved elsewhere is the same)."""
     def content(r: Mapping[str, Any]) -> Dict[str, Any]:
         return {k: {f: x for f, x in v.items() if f != "path"} if k in _options.TASK_TABLE_SPLITS else v
                 for k, v in r.items()}
@@ -193,11 +179,9 @@ def check_resumed(was: Optional[Mapping[str, Any]], now: Optional[Mapping[str, A
 
 
 class RowLoader(HeteroLoader):
-    """:class:`ringgnn.HeteroLoader` over a split's :class:`Rows`: the seeds are the rows' nodes
-    (at the rows' times, or without times), shuffled and cut as any seeds. Each batch's target type
-    carries ``row`` (the rows it holds, positions in the table), ``y`` (their labels, one per row,
-    in place of the dataset's) and ``row_seed`` (each row's position among the batch's
-    ``batch_size`` seeds: rows of one node at one time share a seed)."""
+    """:class:`ringgnn.HeteroLoader` seeded by a split's :class:`Rows`. Each batch's target type
+    carries ``row`` (its rows' positions), ``y`` (one label per row) and ``row_seed`` (each row's
+    seed among the batch's ``batch_size``: rows of one node at one time share one)."""
 
     def __init__(self, ds: Any, fanouts: Any, target: str, rows: Rows, **opts: Any):
         times = dict(ignore_time=True) if rows.time is None else dict(input_time=rows.time)
@@ -206,9 +190,7 @@ class RowLoader(HeteroLoader):
         self._cuts: Optional[Tuple[int, List[np.ndarray]]] = None  # (epoch, the rows of each of its batches)
 
     def _data(self, out: Mapping[str, Any], ids: np.ndarray) -> Any:
-        # PyTorch (the batch is HeteroData) is imported by the loader's batches already; not at
-        # this module's import, which the command line's parser does.
-        import torch
+        import torch  # not at import: the CLI's parser must not import it
 
         data = super()._data(out, ids)
         if self._cuts is None or self._cuts[0] != self.epoch:
@@ -216,7 +198,6 @@ class RowLoader(HeteroLoader):
         at = self._cuts[1][out["batch"]]
         s = data[self.target]
         bs = s.batch_size
-        # (A batch made without times, as the memory plan's probe makes one, has seeds by node.)
         times = (s.seed_time[:bs].numpy(), self.rows.time[at]) if "seed_time" in s else None
         s.row = torch.from_numpy(at)
         s.y = torch.from_numpy(self.rows.label[at].astype(np.int64))
@@ -225,8 +206,7 @@ class RowLoader(HeteroLoader):
 
 
 def seed_of_row(seeds: np.ndarray, nodes: np.ndarray, times: Optional[tuple] = None) -> np.ndarray:
-    """Each row's position among a batch's ``seeds``: the seed of its node in ``nodes`` (and, with
-    ``times`` = (the seeds' times, the rows' times), of its time)."""
+    """Each row's position among a batch's ``seeds``, by node (and ``times``: (seeds', rows'))."""
     if times is None:
         keys, want = seeds, nodes
     else:

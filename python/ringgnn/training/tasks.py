@@ -1,9 +1,6 @@
-"""Tasks: what a training run learns and how it is scored. :class:`Task` is the loop's interface
-(the loaders, each training batch's loss, the evaluated splits' sums and the scores made of them,
-named ``<split>_<metric>``); :class:`NodeClassification` and :class:`LinkPrediction` are one class
-each for every kind of dataset, holding its kind (``ringgnn.training.kinds``). docs/ARCHITECTURE.md
-"Training: one loop, tasks as plug-ins".
-"""
+"""Tasks: what a run learns and how it is scored. :class:`Task` is the loop's interface;
+:class:`NodeClassification` and :class:`LinkPrediction` serve every kind of dataset, holding
+its kind (``training.kinds``)."""
 
 from __future__ import annotations
 
@@ -24,16 +21,12 @@ from .kinds import Homogeneous
 class Task:
     """The interface between the training loop and what it trains for."""
 
-    #: ``node`` or ``link``: what ``--task`` and checkpoints call it.
-    name = "node"
-    #: The metric the evaluation reports per split; the first of ``eval_splits`` selects the best epoch.
-    metric = "score"
-    #: The split trained on, and the splits evaluated after each epoch.
+    name = "node"  # --task
+    metric = "score"  # per split; the first of eval_splits selects the best epoch
     train_split = "train"
     eval_splits: Tuple[str, ...] = ("val", "test")
 
     def __init__(self, kind: Any = None):
-        #: The dataset's kind (``ringgnn.training.kinds``): the model family, the loaders.
         self.kind = Homogeneous() if kind is None else kind
 
     def fanouts(self, ds: Any, fanouts: Any) -> Any:
@@ -45,8 +38,7 @@ class Task:
         return dict(decoder=None, neg_ratio=None, neg_weight=None)
 
     def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
-        """The run's options as checkpoints hold them (``args``: the loop's, plus the task's and
-        the kind's)."""
+        """The run's options as checkpoints hold them: the loop's ``args``, the task's, the kind's."""
         return self.kind.run_args(self, ds, args)
 
     def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
@@ -58,11 +50,8 @@ class Task:
         """Exact (layer-wise) scores of the live ``net`` or, when None, of the run's best checkpoint."""
         return self.kind.exact(self, ds, out, net, opts, **exact)
 
-    # --- the task ---------------------------------------------------------------------------
-
     def check(self, ds: Dataset) -> None:
-        """Raise :class:`InputError` when ``ds`` lacks what the task needs (labels, splits; a
-        typed dataset's target or relation is checked when the task is made)."""
+        """Raise :class:`InputError` when ``ds`` lacks what the task needs (labels, splits)."""
         missing = [s for s in (self.train_split, *self.eval_splits) if s not in ds.split_names]
         if missing:
             raise InputError(
@@ -71,21 +60,18 @@ class Task:
             )
 
     def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
-        """Under ``torchrun``: each rank takes its share of every epoch's batches of every
-        loader (see ``ringgnn.training.distributed``), the training split's padded so that every rank
-        steps as often."""
+        """Under ``torchrun``: each rank takes its share of every loader's batches, the training
+        split's padded so that every rank steps as often."""
         for split, loader in loaders.items():
             loader.batches = distributed.shard(len(loader), ranks.rank, ranks.world_size, pad=split == self.train_split)
 
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
-        """(loss, examples it averages over) of a training batch; ``(None, 0)`` for a batch
-        without examples, unless ``always`` (data parallel: every rank must step), which gives
-        a zero loss that still has a gradient graph."""
+        """(loss, examples it averages over) of a training batch; ``(None, 0)`` without examples,
+        unless ``always`` (every rank must step): then a zero loss with a gradient graph."""
         raise NotImplementedError
 
     def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
-        """Sums over the batches of ``feeds[split]`` for each evaluated split (what
-        :meth:`scores` turns into scores once every rank's are added up)."""
+        """Sums over ``feeds[split]``'s batches per evaluated split, for :meth:`scores`."""
         raise NotImplementedError
 
     def scores(self, sums: Sequence[float]) -> Dict[str, float]:
@@ -97,8 +83,8 @@ class Task:
         return [f"{s}_{self.metric}" for s in self.eval_splits]
 
     def summary(self, history: List[Dict[str, Any]]) -> Dict[str, Any]:
-        """The best epoch by the first evaluated split's score (the first epoch wins a tie) and
-        its scores: ``best_<key>``, the other keys, ``best_epoch``."""
+        """The best epoch by the first key (the first epoch wins a tie): ``best_<key>``, the other
+        keys, ``best_epoch``."""
         first, *others = self.keys()
         best = max(history, key=lambda e: e[first], default=None)
         out = {f"best_{first}": None if best is None else best[first]}
@@ -118,15 +104,13 @@ class Task:
 
 
 class NodeClassification(Task):
-    """Predict each node's label: cross-entropy on the labeled seeds of a batch (the encoder's
-    last layer gives the logits), accuracy on the labeled nodes of ``val`` and ``test``, sampled
-    as in training or exact (layer-wise)."""
+    """Predict each node's label: cross-entropy on a batch's labeled seeds, accuracy on the
+    labeled nodes of ``val`` and ``test``."""
 
     metric = "acc"
 
     def __init__(self, kind: Any = None, target: Optional[str] = None, eval_splits: Sequence[str] = ("val", "test")):
         super().__init__(kind)
-        #: The node type classified (a typed dataset's ``--target``; None: the one type).
         self.target = target
         self.eval_splits = tuple(eval_splits)
 
@@ -147,9 +131,7 @@ class NodeClassification(Task):
         return (F.cross_entropy(out[labeled], y[labeled]) if n else out.sum() * 0.0), n
 
     def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
-        """(correct predictions, labeled seeds) per evaluated split, sampled as in training. The
-        sample is the same at every epoch (epoch 0 of the loader's seed), so accuracies of
-        different epochs compare the same neighborhoods."""
+        """(correct, labeled) per evaluated split, on the same sample every epoch (epoch 0)."""
         import torch
 
         net.eval()
@@ -178,8 +160,7 @@ class NodeClassification(Task):
 
     def accuracy(self, predict: Any, part: Any) -> Dict[str, float]:
         """``{<split>_acc}`` of the classes ``predict(union)`` gives the sorted union of the
-        evaluated splits' nodes of ``part`` (the dataset, or a typed one's target type), on their
-        labeled nodes; NaN for a split without."""
+        evaluated splits' nodes of ``part``; NaN for a split without labels."""
         ids = {s: part.split(s) for s in self.eval_splits}
         union = np.unique(np.concatenate(list(ids.values())))
         pred, acc = predict(union), {}
@@ -192,26 +173,17 @@ class NodeClassification(Task):
 
 
 class LinkPrediction(Task):
-    """Predict whether an edge exists: the encoder's last layer gives ``hidden``-wide node
-    embeddings, a decoder (``dot`` or ``mlp``) scores pairs of them. Training batches are
-    ``batch_size`` pairs of the ``train`` edge split plus ``neg_ratio`` random negatives per
-    positive (binary, uniform or by degree ** 0.75), binary cross-entropy on their scores.
-    ``val`` and ``test`` are scored by ranking each held-out pair against its K stored
-    negatives (the same candidates in every run): AUC (pooled over the split's positive and
-    negative scores), MRR and Hits@K with OGB's tie rule (``ringgnn.inference.metrics``).
-
-    After each epoch the held-out pairs are scored from one sampled embedding per node they
-    name (at times: per distinct (node, time), each pair embedded at its time minus one, see
-    :class:`HeldOut`); under ``torchrun`` every rank embeds all of those nodes and scores its
-    share of the pairs, so the summed scores are the single process's. The layer-wise scores at
-    the end are exact (full neighborhoods) over the whole split."""
+    """Predict whether an edge exists: a decoder (``dot`` or ``mlp``) scores pairs of node
+    embeddings; binary cross-entropy on the ``train`` pairs and ``neg_ratio`` random negatives
+    each; ``val`` and ``test`` rank each pair against its stored negatives (AUC, MRR, Hits@K).
+    Held-out pairs are scored from one sampled embedding per node they name; under ``torchrun``
+    each rank scores its share of the pairs."""
 
     name = "link"
     metric = "auc"
     METRICS = ("auc", "mrr", "hits")
 
-    #: The ends of a pair by their tower's name, with their node type: one for a homogeneous
-    #: dataset (its encoder embeds both ends); a typed relation ``S:R:D`` with ``S != D`` has two.
+    #: A pair's ends by tower, with their node type (two for ``S:R:D`` with ``S != D``).
     sides: Dict[str, Any] = {"src": None}
 
     def __init__(self, decoder: str = "dot", neg_ratio: float = 1.0, neg_weight: str = "uniform", kind: Any = None,
@@ -219,15 +191,12 @@ class LinkPrediction(Task):
         super().__init__(kind)
         self.decoder = decoder
         self.neg = NegativeSampling("binary", neg_ratio, neg_weight)
-        #: A typed dataset's relation ``S:R:D`` whose links are predicted (None: the one relation).
         self.relation = relation
         if relation is not None:
             self.edge_type = parse_edge_type(relation)
             s, _, d = self.edge_type
             self.sides = {"src": s} if s == d else {"src": s, "dst": d}
-        #: Each evaluated split's pairs, negatives and the nodes they name (set by :meth:`hold`).
         self.held: Dict[str, HeldOut] = {}
-        #: (rank, world size): which pairs this process scores.
         self._share = (0, 1)
 
     def task_args(self) -> Dict[str, Any]:
@@ -241,14 +210,13 @@ class LinkPrediction(Task):
                 "on; rebuild it with convert --link-split val=0.05,test=0.1")
 
     def hold(self, part: Any, split: str, at_times: bool = False) -> "HeldOut":
-        """The held-out edge ``split`` of ``part`` (the dataset, or a typed one's relation), kept
-        for the evaluation (``at_times``: its pairs embedded at their times)."""
+        """Keep the held-out edge ``split`` of ``part`` (a dataset or relation) for evaluation."""
         h = self.held[split] = HeldOut(part, split, two_types=len(self.sides) == 2, at_times=at_times)
         return h
 
     def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
-        """Each rank trains on its share of the link batches; every rank embeds every node of
-        the held-out splits (their pairs need all of them) and scores its share of the pairs."""
+        """Each rank trains on its share of the batches; every rank embeds every held-out node
+        and scores its share of the pairs."""
         tr = self.train_split
         loaders[tr].batches = distributed.shard(len(loaders[tr]), ranks.rank, ranks.world_size)
         self._share = (ranks.rank, ranks.world_size)
@@ -260,9 +228,8 @@ class LinkPrediction(Task):
         return F.binary_cross_entropy_with_logits(logits, label.to(device)), n
 
     def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
-        """Per split: ``[n, AUC * n, sum 1/rank, hits...]`` over this rank's share of the pairs
-        (pairs ``i`` with ``i % world == rank``), AUC being the whole split's (every rank scores
-        every pair: the same value), so that the sums over the ranks give the exact scores."""
+        """Per split: ``[n, AUC * n, sum 1/rank, hits...]`` over this rank's pairs (``i % world ==
+        rank``; AUC is the whole split's), so that the ranks' sums give the exact scores."""
         rank, world = self._share
         sums: List[float] = []
         for split in self.eval_splits:
@@ -280,9 +247,8 @@ class LinkPrediction(Task):
 
     def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any,
                         kind: str) -> Tuple[np.ndarray, np.ndarray, bool]:
-        """(scores of the split's pairs, of their negatives ((n, K), or (m,) when shared), shared)
-        from one sampled embedding per node the split names, by the tower of its end (the loader
-        of ``split``'s source ends is ``feeds[split]``, of the other end's ``feeds["split.dst"]``)."""
+        """(scores of the split's pairs, of their negatives, shared) from one sampled embedding per
+        node (``feeds[split]``: the source ends', ``feeds["split.dst"]``: the other's)."""
         h = self.held[split]
         rows = {}
         for side, t in self.sides.items():
@@ -332,9 +298,7 @@ def link_keys(split: str, auc: float, mrr: float, hits: Dict[Any, float]) -> Dic
 
 
 def sampled_embeddings(rows_of: Any, loader: Any, rows: int) -> np.ndarray:
-    """An encoder's rows of ``loader``'s seeds (a node loader over sorted ids, not shuffled;
-    ``rows_of(batch)``: the encoder's rows of a batch's seeds), in seed order, on sampled
-    neighborhoods: the same sample at every epoch (epoch 0)."""
+    """``rows_of(batch)`` of every batch of ``loader`` (not shuffled), in seed order, epoch 0."""
     import torch
 
     loader.set_epoch(0)
@@ -349,23 +313,17 @@ def sampled_embeddings(rows_of: Any, loader: Any, rows: int) -> np.ndarray:
 
 
 class HeldOut:
-    """A held-out edge split of ``part`` (a homogeneous dataset or a typed one's relation): its
-    pairs ((2, n), mapped), the negatives they are ranked against (``(n, K)`` per pair, or with
-    ``shared`` the (2, m) pairs shared by all, OGB's ``edge_neg``; mapped), and ``ends``, the
-    sorted distinct nodes it names: ``{"src": all}``, or with ``two_types`` (a relation whose ends
-    are of two node types) ``{"src": sources, "dst": destinations and negatives}``.
-
-    ``at_times``: each pair and its negatives are embedded at the pair's time minus one (as
-    ``ringgnn.sampling.pairs`` samples a pair at times): ``ends`` are then the distinct (node,
-    time) ends, in (time, node) order, with their times in ``times``, and the pairs and negatives
-    are positions among them (:meth:`keys`)."""
+    """A held-out edge split of ``part`` (a dataset or a relation): ``pairs`` (2, n), ``negs``
+    ((n, K), or with ``shared`` (2, m) pairs shared by all), and ``ends``, the sorted distinct
+    nodes it names per side (``two_types``: ``src`` and ``dst``). ``at_times``: each pair is
+    embedded at its time minus one; ``ends`` are then distinct (node, time) ends with ``times``,
+    and pairs and negatives positions among them."""
 
     def __init__(self, part: Dataset, split: str, two_types: bool = False, at_times: bool = False):
         self.pairs = part.edge_split(split, mmap=True)
         shared = part.edge_shared_negatives(split, mmap=True)
         self.shared = shared is not None
         self.negs = part.edge_negatives(split, mmap=True) if shared is None else shared
-        #: At times: the time each end of ``ends`` is sampled at (None: without times).
         self.times: Optional[Dict[str, np.ndarray]] = None
         if at_times:
             self._at_times(part, split, two_types)
@@ -399,13 +357,11 @@ class HeldOut:
         self.negs = dst[n:].reshape(n, k)
 
     def keys(self, side: str) -> np.ndarray:
-        """The sorted keys of ``ends[side]`` that :attr:`pairs` and :attr:`negs` name: the node ids,
-        or at times their positions."""
+        """The keys :attr:`pairs` and :attr:`negs` name: ``ends[side]``, or at times positions."""
         return self.ends[side] if self.times is None else np.arange(len(self.ends[side]), dtype=np.int64)
 
     def decode(self, decoder: Any, rows: Dict[str, Tuple[np.ndarray, np.ndarray]]) -> Tuple[np.ndarray, np.ndarray]:
-        """(scores of the pairs, of their negatives) by ``decoder`` from each end's (rows,
-        sorted ids) (``rows["dst"]``: absent when one tower embeds both ends)."""
+        """(scores of the pairs, of their negatives) from each end's (rows, sorted ids)."""
         src, dst = rows["src"], rows.get("dst")
         pos, neg = decode_pairs(decoder, *src, self.pairs, None if self.shared else self.negs, dst=dst)
         return pos, (decode_pairs(decoder, *src, self.negs, dst=dst)[0] if self.shared else neg)

@@ -1,8 +1,5 @@
-"""Whether a training run respects time, and at which times: each target node's seed time
-(:func:`seed_times`: its node time or ``--seed-time``; ``--ignore-time`` opts out) and whether a link
-run samples each pair at its time minus one (:func:`pairs_at_times`). The typed kind samples at
-them; docs/USAGE.md "Training at times".
-"""
+"""Whether a training run samples at times: each target node's seed time (:func:`seed_times`)
+and whether a link run samples each pair at its time minus one (:func:`pairs_at_times`)."""
 
 from __future__ import annotations
 
@@ -20,11 +17,8 @@ logger = logging.getLogger("ringgnn")
 
 def seed_times(ds: Any, target: str, task: str, seed_time: Any = None, ignore_time: bool = False
                ) -> Optional[np.ndarray]:
-    """The time of every node of type ``target`` of ``ds`` (int64, one per node) when a ``task``
-    run samples at times; None when it does not (no times, or ``ignore_time``). Refused: a
-    ``seed_time`` file that is not one integer per node of ``target``, ``seed_time`` on a dataset
-    without times or with ``ignore_time``, and a target type without node times and no
-    ``seed_time``."""
+    """The time of every node of type ``target`` (int64) when the run samples at times: its node
+    time or ``seed_time`` (a ``.npy``); None without times or with ``ignore_time`` (which warns)."""
     if ignore_time:
         if seed_time is not None:
             raise InputError("--seed-time samples each seed at a time and --ignore-time samples without times: "
@@ -51,9 +45,8 @@ def seed_times(ds: Any, target: str, task: str, seed_time: Any = None, ignore_ti
 
 def pairs_at_times(ds: Any, part: Any, splits: Sequence[str], seed_time: Any = None,
                    ignore_time: bool = False) -> bool:
-    """Whether a link run on ``part`` (the dataset, or a typed one's relation) samples the pairs of
-    its edge ``splits`` at their times. Refused: ``--seed-time`` (a pair's time is its edge's), and
-    on a dataset with times, splits without times (unless ``ignore_time``, which warns)."""
+    """Whether a link run on ``part`` (a dataset or relation) samples its edge ``splits``' pairs
+    at their times; refused where a split has no times (unless ``ignore_time``)."""
     if seed_time is not None:
         raise InputError(f"--seed-time {seed_time}: node times for --task node; a link run samples each pair at "
                          "its own time (its edge split's times)")
@@ -72,7 +65,6 @@ def pairs_at_times(ds: Any, part: Any, splits: Sequence[str], seed_time: Any = N
 
 
 def _read(path: Any, n: int, target: str) -> np.ndarray:
-    """``path``, a ``.npy`` of one integer time per node of ``target`` (``n``), as int64."""
     path = os.fspath(path)
     try:
         a = np.load(path, allow_pickle=False)
