@@ -274,8 +274,9 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
             net.to(dev)
             loss = loss_sum / max(count, 1)
         else:
-            loss_sum, count, *sums = distributed.sums(
-                ranks, [loss_sum, count, *task.evaluate(net, feeds, dev, model)], "cpu" if device == "cpu" else dev)
+            sums = task.evaluate(net, feeds, dev, model, quiet)
+            on = "cpu" if device == "cpu" else dev
+            loss_sum, count, *sums = distributed.sums(ranks, [loss_sum, count, *sums], on)
             loss = loss_sum / max(count, 1)
             scores = task.scores(sums)
         seconds = time.perf_counter() - t0
