@@ -99,7 +99,7 @@ def train(
     if not isinstance(ds, HeteroDataset) and task_table is None:
         task_obj.check(ds)
     if device == "cuda":
-        _options.inference_device(device)  # refused without a CUDA device
+        _options.require_cuda()
     gpu_cache = _options.size(gpu_cache, "gpu_cache") or None
     if gpu_cache and device != "cuda":
         raise InputError("--gpu-cache holds feature rows on a GPU: it needs --device cuda")
