@@ -270,7 +270,8 @@ class LinkPrediction(Task):
         width = 2 + len(metrics.KS) + 1
         for i, split in enumerate(self.eval_splits):
             n, auc_sum, *rest = sums[i * width:(i + 1) * width]
-            mrr, hits = metrics.scores_from_sums([n, *rest]) if n else (float("nan"), {k: float("nan") for k in metrics.KS})
+            none = (float("nan"), {k: float("nan") for k in metrics.KS})
+            mrr, hits = metrics.scores_from_sums([n, *rest]) if n else none
             out.update(link_keys(split, _ratio(auc_sum, n), mrr, hits))
         return out
 
