@@ -19,7 +19,7 @@ import torch
 import ringgnn
 from ringgnn.models.checkpoints import load_checkpoint
 from ringgnn.inference.graph import blocks
-from ringgnn.inference.rows import RowFileWriter
+from ringgnn.inference.rows import MemmapNpyWriter, RowFileWriter
 from ringgnn.inference.run import infer
 from ringgnn.pyg import RingFeatureStore
 from ringgnn.training.loop import train
@@ -654,3 +654,19 @@ def test_a_checkpoint_that_does_not_fit_is_refused_by_key_and_shape(hubby, runs,
         torch.save(s, bad / "best.pt")
         with pytest.raises(ringgnn.InputError, match=f"best.pt does not fit the dataset .*{match}"):
             infer(str(bad), dataset=str(hubby))
+
+
+def test_the_memmap_writer_puts_rows_at_their_positions_and_renames_when_finished(tmp_path):
+    """predict/embed's ``.npy`` outputs: rows put at any positions, in any order; the file
+    appears, whole, at :meth:`finish`; :meth:`abort` leaves nothing."""
+    out = tmp_path / "rows.npy"
+    w = MemmapNpyWriter(str(out), (5, 2), np.float32)
+    w.put(np.array([4, 0]), np.array([[4, 4], [0, 0]], np.float32))
+    w.put(slice(1, 4), np.array([[1, 1], [2, 2], [3, 3]], np.float32))
+    assert not out.exists()
+    assert w.finish() == str(out)
+    np.testing.assert_array_equal(np.load(out), np.repeat(np.arange(5, dtype=np.float32)[:, None], 2, axis=1))
+    w = MemmapNpyWriter(str(tmp_path / "gone.npy"), (3,), np.int64)
+    w.put(np.array([1]), np.array([7]))
+    w.abort()
+    assert os.listdir(tmp_path) == ["rows.npy"]

@@ -5,6 +5,7 @@ reproducibility, the decoders, and every refused option."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -88,6 +89,17 @@ def test_same_seed_same_link_run_and_resume(cli, link_ds, run, tmp_path):
     assert _curve(json.loads((out / "metrics.json").read_text())) == _curve(run[0])
     r = cli("train", link_ds.path, "--epochs", "4", "--out", out, "--resume", "--decoder", "mlp", *CLI_FAST)
     assert r.code == 1 and "decoder=dot (now mlp)" in r.err
+
+
+def test_each_evaluated_split_of_a_link_run_shows_a_bar_unless_quiet(cli, link_ds, tmp_path):
+    # The held-out pairs' sampled embeddings: one bar per split over its ends' batches, on stderr.
+    args = ["train", link_ds.path, "--epochs", "1", "--eval", "sampled", "--out", tmp_path / "r", *CLI_FAST[:-1]]
+    r = cli(*args)
+    assert r.code == 0, r.err
+    for split in ("val", "test"):
+        assert re.search(rf"\reval {split}: +0%\|.*\| 0/[1-9]\d* \[00:00<\?, \?batch/s\]", r.err), r.err
+    quiet = cli(*args, "--overwrite", "--quiet")
+    assert quiet.code == 0 and "eval " not in quiet.err and "batch/s" not in quiet.err, quiet.err
 
 
 @pytest.mark.parametrize("model,decoder", [("sage", "mlp"), ("gcn", "dot"), ("gat", "mlp")])

@@ -127,3 +127,35 @@ def test_edge_pairs_of_a_typed_relation(tmp_path):
         _options.edge_pairs(rel, "valid", "--edges", **kw)
     with pytest.raises(FileNotFoundError, match="reading the pairs"):
         _options.edge_pairs(rel, str(tmp_path / "missing.npy"), "--edges", **kw)
+
+
+def test_one_check_refuses_cuda_without_a_device(tmp_path, monkeypatch):
+    # --device cuda where PyTorch sees no GPU: training, inference and the ranks under torchrun
+    # are refused by one check (_options.require_cuda), with one message.
+    torch = pytest.importorskip("torch")
+    import ringgnn
+    from ringgnn.training import distributed, loop
+
+    ringgnn.generate_sbm(tmp_path / "sbm", nodes=60, classes=2, avg_degree=4, feature_dim=4, seed=1)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for name, value in (("WORLD_SIZE", "2"), ("RANK", "0"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1")):
+        monkeypatch.setenv(name, value)
+    message = "--device cuda: PyTorch sees no CUDA device here; use --device cpu"
+    refusals = [lambda: _options.inference_device("cuda"), lambda: distributed.join("cuda"),
+                lambda: loop.train(tmp_path / "sbm", device="cuda", out=str(tmp_path / "run"), quiet=True)]
+    for refused in refusals:
+        with pytest.raises(InputError) as e:
+            refused()
+        assert str(e.value) == message
+
+    class Checked(Exception):
+        pass
+
+    def check():
+        raise Checked
+
+    monkeypatch.setattr(_options, "require_cuda", check)
+    for refused in refusals:
+        with pytest.raises(Checked):
+            refused()

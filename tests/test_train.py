@@ -4,6 +4,8 @@ directory (metrics.json, best.pt, last.pt), --resume, the three models, reproduc
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +150,29 @@ def test_resume_continues_with_the_next_epoch(cli, sbm, run, tmp_path):
     r = cli("train", sbm, "--epochs", "1", "--out", out, "--overwrite", *CLI_FAST)
     assert r.code == 0, r.err
     assert [e["epoch"] for e in json.loads((out / "metrics.json").read_text())["epochs"]] == [0]
+
+
+def _scored_lines(out: str):
+    """stdout's lines of scores, their timings masked."""
+    return [re.sub(r"\d+\.\d+ s\b", "T s", ln) for ln in out.splitlines()
+            if ln.startswith(("epoch ", "layer-wise", "best "))]
+
+
+def test_the_epoch_and_each_evaluated_split_show_a_bar_unless_quiet(cli, sbm, tmp_path):
+    # A training bar per epoch, then one per split of the sampled evaluation, on stderr, cleared
+    # when done; with --quiet none, and stdout's scores are the same either way.
+    args = ["train", sbm, "--epochs", "1", "--batch-size", "128", "--lr", "0.01"]
+    r = cli(*args, "--out", tmp_path / "bars")
+    assert r.code == 0, r.err
+    ds = ringgnn.Dataset.open(sbm)
+    batches = {s: math.ceil(len(ds.split(s)) / 128) for s in ("train", "val", "test")}
+    assert batches["val"] > 1 and batches["test"] > 1
+    for name, split in (("epoch 0", "train"), ("eval val", "val"), ("eval test", "test")):
+        assert re.search(rf"\r{name}: +0%\|.*\| 0/{batches[split]} \[00:00<\?, \?batch/s\]", r.err), r.err
+    quiet = cli(*args, "--out", tmp_path / "bars", "--overwrite", "--quiet")
+    assert quiet.code == 0, quiet.err
+    assert "epoch 0" not in quiet.err and "eval " not in quiet.err and "batch/s" not in quiet.err, quiet.err
+    assert _scored_lines(quiet.out) == _scored_lines(r.out) and len(_scored_lines(r.out)) == 3
 
 
 @pytest.mark.parametrize("model", ["gcn", "gat"])

@@ -203,11 +203,16 @@ def inference_device(value: Optional[str]) -> str:
     """``--device``: cpu (the default, None) or cuda (refused where PyTorch sees no CUDA device)."""
     d = "cpu" if value is None else choice(value, ("cpu", "cuda"), "--device")
     if d == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
+        require_cuda()
     return d
+
+
+def require_cuda() -> None:
+    """Refuse ``--device cuda`` where PyTorch sees no CUDA device (training, inference, ranks)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
 
 
 def choice(value: Any, names: Sequence[str], what: str) -> str:

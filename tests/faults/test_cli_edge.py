@@ -268,6 +268,36 @@ def test_every_failure_is_one_line_and_exit_1(ds, monkeypatch, error, line):
     assert cli("info", ds)[2] == f"ringgnn info: error: {line}\n"
 
 
+@pytest.mark.parametrize("args", [["info", "{ds}", "--json"], ["verify", "{ds}"], ["report", "{run}", "--json"]])
+def test_a_reader_gone_before_the_output_stops_the_command_quietly(ds, run, args):
+    """``ringgnn info --json | head -1``: stdout is a pipe whose reader has closed (here before the
+    first write, so that the test does not race); the command stops as SIGPIPE stops a Unix tool,
+    status 141, with no error line and no traceback (its progress bars on stderr stay)."""
+    read, write = os.pipe()
+    os.close(read)
+    argv = [a.format(ds=ds, run=run) for a in args]
+    with subprocess.Popen([sys.executable, "-m", "ringgnn", *argv], stdin=subprocess.DEVNULL, stdout=write,
+                          stderr=subprocess.PIPE, text=True) as p:
+        os.close(write)
+        err = p.stderr.read()
+        code = p.wait(timeout=120)
+    assert code == 128 + signal.SIGPIPE, err
+    assert "Traceback" not in err and "error" not in err and "Broken pipe" not in err, err
+    if args[0] != "verify":
+        assert err == ""
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_an_error():
+    """A BrokenPipeError of anything else (a server's socket) while stdout's reader is there is
+    the command's one error line and exit 1, not a quiet stop."""
+    code = ("import sys\nfrom ringgnn import cli\nfrom ringgnn.cli import data\n"
+            "def fail(args):\n    raise BrokenPipeError(32, 'Broken pipe')\n"
+            "data.cmd_info = fail\nsys.exit(cli.main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "info", "x"], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=120)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", "ringgnn info: error: [Errno 32] Broken pipe\n")
+
+
 def _interrupt_while_importing(module: str, *args) -> "tuple[int, str]":
     """Start ``ringgnn ARGS`` with Python's import log on stderr, send SIGINT as soon as
     ``module`` is imported, and return (exit status, stderr without the import log)."""

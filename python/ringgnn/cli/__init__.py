@@ -1,11 +1,14 @@
 """The ``ringgnn`` command: one module per group of commands, and the one place that turns an
-exception into its exit status and one-line message (:func:`_failure`). Everything is imported
-inside :func:`main`, within the Ctrl-C handler."""
+exception into its exit status and one-line message (:func:`_failure`), or, when stdout's reader
+has gone (``| head``), into a quiet stop (:func:`_reader_gone`). Everything is imported inside
+:func:`main`, within the Ctrl-C handler."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import select
+import signal
 import sys
 import traceback
 from typing import Any, List, Optional
@@ -46,6 +49,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             built = args.out if args.command in _BUILDS else None
             before = _identity(built)
             rc = args.func(args)
+            sys.stdout.flush()  # a closed pipe fails here, not in the interpreter's exit
             disarm()
             return rc
         except KeyboardInterrupt as e:
@@ -56,6 +60,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return 0
             print(f"{prog}: {_signals.describe(e)}", file=sys.stderr)
             return _signals.exit_status(e)
+        except BrokenPipeError as e:
+            disarm()
+            return _reader_gone() if _stdout_closed() else _failure(prog, e)
         except Exception as e:
             disarm()
             return _failure(prog, e)
@@ -71,6 +78,27 @@ def _identity(path: Optional[str]) -> Optional[tuple]:
     except OSError:
         return None
     return None if st is None else (st.st_dev, st.st_ino)
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone, which a :class:`BrokenPipeError` may also
+    mean of a socket (a server's client)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor
+        return False
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+
+
+def _reader_gone() -> int:
+    """Stop without a word, as a Unix tool that SIGPIPE ends (status 141): stdout now writes to
+    /dev/null, so that what it still buffers cannot fail again at the interpreter's exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _failure(prog: str, e: Exception) -> int:

@@ -118,7 +118,8 @@ def split_names(names: Any, where: str) -> Dict[Any, str]:
         new = split_name(name, where)
         same = [k for k, v in out.items() if v == new]
         if same:
-            raise InputError(f"{where}: splits {quoted(same[0])} and {quoted(name)} are both split '{new}'; give one of them")
+            raise InputError(f"{where}: splits {quoted(same[0])} and {quoted(name)} are both split '{new}'; "
+                             "give one of them")
         out[name] = new
     return out
 

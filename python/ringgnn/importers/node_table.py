@@ -123,8 +123,8 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets, o
                 raise InputError(f"{nodes.path}: id {quoted(u[k].as_py())} has {have[k]} rows; give each node one row")
             if (have == 0).any():
                 k = int(np.flatnonzero(have == 0)[0])
-                raise InputError(f"{nodes.path}: id {quoted(u[k].as_py())} of the edges has no row; every node needs one "
-                                 "(give it a row, with -1 or null as its label if it has none)")
+                raise InputError(f"{nodes.path}: id {quoted(u[k].as_py())} of the edges has no row; every node "
+                                 "needs one (give it a row, with -1 or null as its label if it has none)")
             if r.num_rows == 0:
                 continue
             r = r.take(arrow(np.argsort(pos)))  # the bucket's rows in dense order

@@ -1,6 +1,6 @@
 """The files layer-wise inference writes, for both kinds of runs: rows in the feature-file
 layout stored as f32, f16 or bf16 (:class:`RowFileWriter`), ``.npy`` outputs written in blocks and
-renamed when complete (:class:`NpyWriter`), output rows converted to what was asked
+renamed when complete (:class:`MemmapNpyWriter`), output rows converted to what was asked
 (:class:`OutputRows`), and what a run does around them (:func:`node_selection`,
 :func:`write_output`). A failure leaves no partial file; writers sync every
 ``plan.SYNC_BYTES`` so that a memory cap does not count their dirty pages."""
@@ -222,9 +222,10 @@ class RowFileWriter(_Sink):
         self.temp.close()
 
 
-class NpyWriter:
-    """A ``.npy`` array written in blocks of rows at given positions, under a temporary name,
-    renamed when :meth:`finish` is called (never left half-written)."""
+class MemmapNpyWriter:
+    """A ``.npy`` array of a known shape written through a memory map, in blocks of rows at any
+    positions, under a temporary name, renamed when :meth:`finish` is called (never left
+    half-written); ``_files.NpyWriter`` is the one that appends rows of an unknown count."""
 
     def __init__(self, path: str, shape: Tuple[int, ...], dtype: Any):
         self.path = path
@@ -285,7 +286,7 @@ class OutputRows(_Sink):
         if ids is not None:
             self.order = np.argsort(ids, kind="stable")
             self.sorted_ids = ids[self.order]
-        self.sink = NpyWriter(str(out), self.shape, self.dtype) if out else None
+        self.sink = MemmapNpyWriter(str(out), self.shape, self.dtype) if out else None
         self.result = None if out else np.empty(self.shape, dtype=self.dtype)
 
     def convert(self, rows: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ from ..models.dense import decoder_from_state, dense_decoder
 from ..models.hetero_dense import dense_of
 from . import metrics
 from .hetero import HeteroLayerwise, link_towers
-from .rows import NpyWriter, wanted_mask, write_output
+from .rows import MemmapNpyWriter, wanted_mask, write_output
 from .run import open_run, run_inference
 
 
@@ -129,7 +129,7 @@ def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg
     if (negs is not None or m) and len(pos):
         summary["metrics"] = split_scores(pos, neg, shared=negs is None)
     if out is not None:
-        sink = NpyWriter(os.fspath(out), table.shape, np.float32)
+        sink = MemmapNpyWriter(os.fspath(out), table.shape, np.float32)
         try:
             sink.put(slice(None), table)
             summary["out"] = sink.finish()

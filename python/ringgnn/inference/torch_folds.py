@@ -44,8 +44,8 @@ class TorchFolds:
         loops = np.empty(0, dtype=np.int64)
         if self.ckpt.kind in ("gcn", "gat"):  # found a million edges at a time: no large temporaries
             step = 1 << 20
-            loops = np.concatenate([loops] + [
-                np.flatnonzero(keys[c:c + step] == dl[c:c + step] + np.uint64(a)) + c for c in range(0, len(keys), step)])
+            loops = np.concatenate([loops] + [np.flatnonzero(keys[c:c + step] == dl[c:c + step] + np.uint64(a)) + c
+                                              for c in range(0, len(keys), step)])
         keys *= np.uint64(n_d)
         keys += dl
         del dl

@@ -119,8 +119,8 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
         # A HeteroModel (its config in args["hetero"]) and per-relation fanouts: nothing below fits it.
         raise InputError(f"{what} {run_dir}: {path} is a heterogeneous run (target type "
                          f"'{args.get('target')}'); this takes a homogeneous run. Use `ringgnn predict {run_dir}` or "
-                         f"`ringgnn embed {run_dir} [--type TYPE]` (ringgnn.inference.hetero.infer_hetero) for its exact "
-                         "outputs; serving and link scoring of heterogeneous runs are not supported yet")
+                         f"`ringgnn embed {run_dir} [--type TYPE]` (ringgnn.inference.hetero.infer_hetero) for its "
+                         "exact outputs; serving and link scoring of heterogeneous runs are not supported yet")
     kind, fanouts = args.get("model"), [int(f) for f in args.get("fanouts", [])]
     hidden, layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
     if kind not in MODELS or not fanouts or layers != len(fanouts):

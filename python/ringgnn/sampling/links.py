@@ -377,7 +377,8 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
         return b, list(p.typed_seeds(self.types).items()), p.typed_times(self.types)
 
     def _probe_seeds(self) -> List[Tuple[List[Tuple[str, np.ndarray]], Optional[List[np.ndarray]]]]:
-        return [self._job(b, self.batch_pairs(0, b))[1:] for b in range(min(_core.TypedLoader.PROBE_BATCHES, len(self)))]
+        probes = range(min(_core.TypedLoader.PROBE_BATCHES, len(self)))
+        return [self._job(b, self.batch_pairs(0, b))[1:] for b in probes]
 
     def _data(self, out: Any, p: Pairs) -> Any:
         """A core batch as ``HeteroData`` with the pairs ``p`` set on its relation."""

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
+from .. import _options
 from .._core import InputError, RingGnnError
 
 T = TypeVar("T")
@@ -91,8 +92,7 @@ def join(device: str, timeout: float = DEFAULT_TIMEOUT) -> Ranks:
                          "(or set them to the address and port of rank 0)")
     backend = "gloo"
     if device == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
+        _options.require_cuda()
         if local_rank >= torch.cuda.device_count():
             raise InputError(f"local rank {local_rank} has no GPU: this machine has {torch.cuda.device_count()}; "
                              "start at most that many processes per node")

@@ -451,8 +451,8 @@ def check_relation(ds: Any, relation: Optional[str], eval_splits: Tuple[str, ...
     stored negatives, and relations into both of its node types."""
     split = [r for r in ds.relations if ds.relation(r).edge_split_names]
     if relation is None:
-        raise InputError(f"{ds.path} is heterogeneous: give --relation SRC:REL:DST, the relation whose links to predict "
-                         f"(relations with edge splits: {', '.join(split) or 'none'})")
+        raise InputError(f"{ds.path} is heterogeneous: give --relation SRC:REL:DST, the relation whose links to "
+                         f"predict (relations with edge splits: {', '.join(split) or 'none'})")
     relation = ds.check_relation(relation)
     missing = [s for s in ("train", *eval_splits) if s not in ds.relation(relation).edge_split_names]
     if missing:

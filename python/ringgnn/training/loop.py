@@ -99,7 +99,7 @@ def train(
     if not isinstance(ds, HeteroDataset) and task_table is None:
         task_obj.check(ds)
     if device == "cuda":
-        _options.inference_device(device)  # refused without a CUDA device
+        _options.require_cuda()
     gpu_cache = _options.size(gpu_cache, "gpu_cache") or None
     if gpu_cache and device != "cuda":
         raise InputError("--gpu-cache holds feature rows on a GPU: it needs --device cuda")
@@ -274,8 +274,9 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
             net.to(dev)
             loss = loss_sum / max(count, 1)
         else:
-            loss_sum, count, *sums = distributed.sums(
-                ranks, [loss_sum, count, *task.evaluate(net, feeds, dev, model)], "cpu" if device == "cpu" else dev)
+            sums = task.evaluate(net, feeds, dev, model, quiet)
+            on = "cpu" if device == "cpu" else dev
+            loss_sum, count, *sums = distributed.sums(ranks, [loss_sum, count, *sums], on)
             loss = loss_sum / max(count, 1)
             scores = task.scores(sums)
         seconds = time.perf_counter() - t0

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .. import progress
 from .._core import InputError
 from ..data.dataset import Dataset
 from ..data.schema import parse_edge_type
@@ -70,8 +71,9 @@ class Task:
         unless ``always`` (every rank must step): then a zero loss with a gradient graph."""
         raise NotImplementedError
 
-    def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
-        """Sums over ``feeds[split]``'s batches per evaluated split, for :meth:`scores`."""
+    def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str, quiet: bool = False) -> List[float]:
+        """Sums over ``feeds[split]``'s batches per evaluated split, for :meth:`scores`; a bar per
+        split (:func:`eval_bar`) unless ``quiet``."""
         raise NotImplementedError
 
     def scores(self, sums: Sequence[float]) -> Dict[str, float]:
@@ -130,7 +132,7 @@ class NodeClassification(Task):
         out = self.kind.rows(net, batch, device, kind, self.target)
         return (F.cross_entropy(out[labeled], y[labeled]) if n else out.sum() * 0.0), n
 
-    def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
+    def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str, quiet: bool = False) -> List[float]:
         """(correct, labeled) per evaluated split, on the same sample every epoch (epoch 0)."""
         import torch
 
@@ -140,13 +142,14 @@ class NodeClassification(Task):
             loader = feeds[split]
             loader.set_epoch(0)
             correct = total = 0
-            with torch.no_grad():
+            with torch.no_grad(), eval_bar(split, len(loader), quiet) as bar:
                 for batch in loader:
                     y = self.kind.labels(batch, self.target).to(device)
                     pred = self.kind.rows(net, batch, device, kind, self.target).argmax(-1)
                     labeled = y >= 0
                     correct += int((pred[labeled] == y[labeled]).sum())
                     total += int(labeled.sum())
+                    bar.update(1)
             sums += [correct, total]
         return sums
 
@@ -227,13 +230,13 @@ class LinkPrediction(Task):
         logits, label, n = self.kind.pairs(self, net, batch, device, kind)
         return F.binary_cross_entropy_with_logits(logits, label.to(device)), n
 
-    def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
+    def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str, quiet: bool = False) -> List[float]:
         """Per split: ``[n, AUC * n, sum 1/rank, hits...]`` over this rank's pairs (``i % world ==
         rank``; AUC is the whole split's), so that the ranks' sums give the exact scores."""
         rank, world = self._share
         sums: List[float] = []
         for split in self.eval_splits:
-            pos, neg, shared = self.held_out_scores(net, feeds, split, device, kind)
+            pos, neg, shared = self.held_out_scores(net, feeds, split, device, kind, quiet)
             if not len(pos):
                 sums += [0.0] * (3 + len(metrics.KS))
                 continue
@@ -245,18 +248,21 @@ class LinkPrediction(Task):
             sums += [n, metrics.auc(pos, neg) * n, *metrics.ranking_sums(pos[mine], neg[mine])[1:]]
         return sums
 
-    def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any,
-                        kind: str) -> Tuple[np.ndarray, np.ndarray, bool]:
+    def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any, kind: str,
+                        quiet: bool = False) -> Tuple[np.ndarray, np.ndarray, bool]:
         """(scores of the split's pairs, of their negatives, shared) from one sampled embedding per
-        node (``feeds[split]``: the source ends', ``feeds["split.dst"]``: the other's)."""
+        node (``feeds[split]``: the source ends', ``feeds["split.dst"]``: the other's); one bar
+        over both ends' batches unless ``quiet``."""
         h = self.held[split]
+        ends = {side: feeds[split if side == "src" else f"{split}.{side}"] for side in self.sides}
         rows = {}
-        for side, t in self.sides.items():
-            tower = net.tower(side)
-            tower.eval()
-            feed = feeds[split if side == "src" else f"{split}.{side}"]
-            z = sampled_embeddings(lambda b: self.kind.rows(tower, b, device, kind, t), feed, len(h.ends[side]))
-            rows[side] = (z, h.keys(side))
+        with eval_bar(split, sum(len(feed) for feed in ends.values()), quiet) as bar:
+            for side, t in self.sides.items():
+                tower = net.tower(side)
+                tower.eval()
+                z = sampled_embeddings(lambda b: self.kind.rows(tower, b, device, kind, t), ends[side],
+                                       len(h.ends[side]), bar)
+                rows[side] = (z, h.keys(side))
         return (*h.decode(net.decoder, rows), h.shared)
 
     def scores(self, sums: Sequence[float]) -> Dict[str, Any]:
@@ -264,7 +270,8 @@ class LinkPrediction(Task):
         width = 2 + len(metrics.KS) + 1
         for i, split in enumerate(self.eval_splits):
             n, auc_sum, *rest = sums[i * width:(i + 1) * width]
-            mrr, hits = metrics.scores_from_sums([n, *rest]) if n else (float("nan"), {k: float("nan") for k in metrics.KS})
+            none = (float("nan"), {k: float("nan") for k in metrics.KS})
+            mrr, hits = metrics.scores_from_sums([n, *rest]) if n else none
             out.update(link_keys(split, _ratio(auc_sum, n), mrr, hits))
         return out
 
@@ -297,8 +304,14 @@ def link_keys(split: str, auc: float, mrr: float, hits: Dict[Any, float]) -> Dic
     return {f"{split}_auc": auc, f"{split}_mrr": mrr, f"{split}_hits": {str(k): v for k, v in hits.items()}}
 
 
-def sampled_embeddings(rows_of: Any, loader: Any, rows: int) -> np.ndarray:
-    """``rows_of(batch)`` of every batch of ``loader`` (not shuffled), in seed order, epoch 0."""
+def eval_bar(split: str, batches: int, quiet: bool) -> Any:
+    """The bar of a split's sampled evaluation (``eval val``), cleared when done as an epoch's."""
+    return progress.bar(batches, f"eval {split}", "batch", disable=quiet, leave=False)
+
+
+def sampled_embeddings(rows_of: Any, loader: Any, rows: int, bar: Any = None) -> np.ndarray:
+    """``rows_of(batch)`` of every batch of ``loader`` (not shuffled), in seed order, epoch 0;
+    ``bar`` (a tqdm bar) advances by one a batch."""
     import torch
 
     loader.set_epoch(0)
@@ -306,6 +319,8 @@ def sampled_embeddings(rows_of: Any, loader: Any, rows: int) -> np.ndarray:
     with torch.no_grad():
         for batch in loader:
             out.append(rows_of(batch).cpu().numpy())
+            if bar is not None:
+                bar.update(1)
     z = np.concatenate(out) if out else np.zeros((0, 1), np.float32)
     if len(z) != rows:
         raise RuntimeError(f"sampled {len(z)} embeddings for {rows} nodes")  # a selection of batches was set
