@@ -778,6 +778,63 @@ fn a_hops_lists_searched_on_several_threads_sample_as_in_memory() {
     }
 }
 
+/// A hop's lists made from their node, index and seed-time group packed in their sort keys (the
+/// default, where they fit, as they do on every small graph) or from their index alone, looked up
+/// in their batch's frontier (the fallback where they do not fit, forced here), give the sample
+/// in memory: both strategies, over times and over keys, whole or in slices of 1 and 7 lists,
+/// batches by groups of 1, 2 or all, on 1 and 3 threads.
+#[test]
+fn lists_made_from_packed_sort_keys_or_looked_up_sample_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in 0..3 {
+        let g = random_graph(seed + 40, 2, 3, seed == 1);
+        let fan = vec![vec![Count(3), Count(2), All]; g.rels.len()];
+        // Five batches of 15 seeds of each type, batch 2 without times.
+        let lists = seed_batches(&g, (seed, 4, 9), 5, 15);
+        let refs = as_lists(&lists);
+        let requests = requests(&refs, |i| i != 2);
+        for strategy in [UNIFORM, LAST] {
+            let mut s = (g.sampler(&fan, strategy, false, Backend::Memory, dir.path())).unwrap();
+            let want = s.sample_many(&requests, seed, 1, true).unwrap();
+            for (req, out) in requests.iter().zip(&want) {
+                match req.times {
+                    Some(times) => check(&g, out, req.seeds, times),
+                    None => assert_eq!(out.time, None),
+                }
+            }
+            let edges: usize = (want.iter())
+                .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
+                .sum();
+            assert!(edges > 200, "{edges} edges: too few lists to slice");
+            for b in [
+                Backend::Disk(BackendKind::Pread, false, SMALL),
+                Backend::Keyed(BackendKind::Pread, false, SMALL),
+            ] {
+                for packed in [true, false] {
+                    for (slice, group, threads) in [
+                        (10_000, usize::MAX, 1),
+                        (1, 2, 1),
+                        (7, 1, 3),
+                        (7, usize::MAX, 3),
+                    ] {
+                        let mut s = g.sampler(&fan, strategy, false, b, dir.path()).unwrap();
+                        s.set_cut_packed(packed);
+                        s.set_cut_slice(slice);
+                        s.set_cut_group(group);
+                        s.set_threads(threads);
+                        let got = s.sample_many(&requests, seed, 1, true).unwrap();
+                        let what = format!(
+                            "{strategy:?} {b:?} packed {packed} slice {slice} group {group} \
+                             {threads} threads"
+                        );
+                        assert_eq!(got, want, "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A relation without edge times offers every edge at any seed time: a hyperbatch at several seed
 /// times (frontiers of several subgraphs) samples it as a relation whose every edge is at the
 /// earliest time, beside relations cut by their times.

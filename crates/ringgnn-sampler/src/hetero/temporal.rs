@@ -287,11 +287,14 @@ impl HeteroSampler {
             first = batches.end;
             let (states, outs) = (&states[batches.clone()], &outs[batches]);
             let bounds = keys.as_ref().map(|k| k.bounds);
-            let lists = Frontier::new(states, outs, (dst, n_dst), indptr, bounds);
+            let table = (std::mem::take(&mut self.cutter.groups), self.cutter.pack);
+            let lists = Frontier::new(states, outs, (dst, n_dst), indptr, bounds, table);
             let (part, rest) = std::mem::take(&mut counts).split_at_mut(lists.len());
             counts = rest;
             let readers = (&mut *disk, &mut more[..], keys.as_mut());
-            (self.cutter).cut_lists(readers, *range, threads, &lists, part)?;
+            let done = (self.cutter).cut_lists(readers, *range, threads, &lists, part);
+            self.cutter.groups = lists.groups;
+            done?;
         }
         Ok(())
     }
@@ -321,6 +324,15 @@ impl HeteroSampler {
     #[doc(hidden)]
     pub fn set_cut_group(&mut self, batches: usize) {
         self.cutter.group = batches.max(1);
+    }
+
+    /// Whether a list's sort key holds its node, index and seed-time group, where their widths
+    /// fit (the default), or only its index and where its range starts, the rest looked up from
+    /// the frontier: for tests of the lookup, which the small graphs of tests never need. The
+    /// samples are the same either way.
+    #[doc(hidden)]
+    pub fn set_cut_packed(&mut self, packed: bool) {
+        self.cutter.pack = packed;
     }
 }
 
@@ -438,21 +450,38 @@ pub(super) fn node_of(key: u64, on: bool, n: u64) -> u64 {
 /// (`i64::MAX`: every entry eligible, nothing searched).
 type List = ((u64, u64), i64);
 
-/// The lists [`Cutter::cut_lists`] searches: list `i` of `0..len()`, looked up alone
-/// ([`Self::list`], where a slice's probes are made) or walked in order ([`Self::walk`], where
-/// the lists to search are found).
+/// The lists [`Cutter::cut_lists`] searches: list `i` of `0..len()`, walked in order with their
+/// sort keys ([`Self::walk`], where the lists to search are found), then made again from their
+/// sort keys ([`Self::each`], where a slice's probes are made).
 trait Lists: Sync {
     fn len(&self) -> usize;
-    /// Where any list's range may start: its sort key by position in the file is shifted to
-    /// fit 32 bits below this.
-    fn entries(&self) -> u64;
-    /// `f(at, list(at), key)` for the list `at` of each sort key of `slice` (the index in its
-    /// low 32 bits), in order, with `key` the time key of its limit where the lists were made
+    /// `f(at, list(at), key)` for the list `at` of each sort key of `slice` (keys of
+    /// [`Self::walk`]), in order, with `key` the time key of its limit where the lists were made
     /// with the relation's key bounds (else `None`).
     fn each(&self, slice: &[u64], f: impl FnMut(u32, List, Option<u16>));
-    /// `f(i, list(i))` for each list `i` of `at` that may be searched (a list not walked keeps
-    /// its count: not at seed times).
-    fn walk(&self, at: Range<usize>, f: impl FnMut(usize, List) -> Result<()>) -> Result<()>;
+    /// `f(i, list(i), sort)` for each list `i` of `at` that may be searched (a list not walked
+    /// keeps its count: not at seed times), `sort` its sort key: below `u64::MAX`, and in the
+    /// order of where the lists' ranges start in the file (exactly in a file of up to 2^32
+    /// entries), lists of one node by index.
+    fn walk(&self, at: Range<usize>, f: impl FnMut(usize, List, u64) -> Result<()>) -> Result<()>;
+}
+
+/// How a list's sort key ([`Lists::walk`]) is laid out.
+#[derive(Clone, Copy, Debug)]
+enum SortKey {
+    /// Its node above its index above its seed-time group (the group's place in
+    /// [`Frontier::groups`]), `index` and `group` bits wide: the list made from its key alone
+    /// (its node's range from the offsets, read in order of the nodes), where the three fit 63
+    /// bits (R-MAT 23's hop 2: 23 + 22 + 17).
+    Packed { index: u32, group: u32 },
+    /// Where its range starts, shifted right by `shift` to fit 32 bits, above its index (32
+    /// bits): its node and group looked up from its batch's frontier (a read at random).
+    ByRange { shift: u32 },
+}
+
+/// Bits to write any value up to `x`.
+fn width(x: u64) -> u32 {
+    64 - x.leading_zeros()
 }
 
 /// A group of batches' frontier lists of relation `r` at a hop, every batch's in turn: list `i`
@@ -467,9 +496,11 @@ struct Frontier<'a> {
     indptr: &'a Offsets,
     /// Every batch's seed times with their time keys (`None` without the relation's key
     /// bounds), the groups of batch `b` from `first[b]`: a group's key found once, not once
-    /// per list (a search of 65,536 bounds, whose last steps miss the cache).
+    /// per list (a search of 65,536 bounds, whose last steps miss the cache). Its buffer is
+    /// the [`Cutter`]'s, kept from hop to hop and counted in its bytes.
     groups: Vec<(i64, Option<u16>)>,
     first: Vec<usize>,
+    sort: SortKey,
 }
 
 /// Lists whose frontier keys [`Frontier::each`] reads together before making any of them.
@@ -482,10 +513,15 @@ impl<'a> Frontier<'a> {
         (dst, n_dst): (usize, u64),
         indptr: &'a Offsets,
         bounds: Option<&[i64]>,
+        (mut groups, pack): (Vec<(i64, Option<u16>)>, bool),
     ) -> Self {
         let mut starts = Vec::with_capacity(states.len() + 1);
         let mut first = Vec::with_capacity(states.len());
-        let mut groups = Vec::new();
+        let on = |st: &&BatchState| st.groups.on;
+        let total = (states.iter().filter(on)).map(|st| st.groups.times.len());
+        groups.clear();
+        // Room for every group exactly: the capacity is counted in the cutter's bytes.
+        groups.reserve_exact(total.sum());
         let mut n = 0;
         for st in states {
             starts.push(n);
@@ -497,6 +533,17 @@ impl<'a> Frontier<'a> {
             }
         }
         starts.push(n);
+        let last = |len: usize| width((len as u64).saturating_sub(1));
+        let (index, group) = (last(n), last(groups.len()));
+        let sort = match width(n_dst.saturating_sub(1)) + index + group {
+            bits if pack && bits <= 63 => SortKey::Packed { index, group },
+            _ => {
+                let entries = indptr.last().unwrap_or(0);
+                SortKey::ByRange {
+                    shift: width(entries).saturating_sub(32),
+                }
+            }
+        };
         Frontier {
             states,
             outs,
@@ -506,6 +553,7 @@ impl<'a> Frontier<'a> {
             indptr,
             groups,
             first,
+            sort,
         }
     }
 
@@ -515,13 +563,6 @@ impl<'a> Frontier<'a> {
         let nodes = st.ids(&self.outs[b], self.dst);
         nodes.slice(st.frontier[self.dst].clone())
     }
-
-    /// The list of frontier node `key` of a batch at seed times `groups`.
-    #[inline(always)]
-    fn of(&self, groups: &Groups, key: u64) -> List {
-        let (g, v) = GroupKeys::split(key, self.n_dst);
-        (self.indptr.range(v as usize), groups.times[g as usize])
-    }
 }
 
 impl Lists for Frontier<'_> {
@@ -529,11 +570,18 @@ impl Lists for Frontier<'_> {
         self.starts[self.states.len()]
     }
 
-    fn entries(&self) -> u64 {
-        self.indptr.last().unwrap_or(0)
-    }
-
     fn each(&self, slice: &[u64], mut f: impl FnMut(u32, List, Option<u16>)) {
+        if let SortKey::Packed { index, group } = self.sort {
+            // Everything in the key: the offsets read in order of the nodes, the groups'
+            // table small.
+            let mask = |bits: u32| (1u64 << bits) - 1;
+            for &o in slice {
+                let (v, i) = (o >> (index + group), (o >> group) & mask(index));
+                let (t, j) = self.groups[(o & mask(group)) as usize];
+                f(i as u32, (self.indptr.range(v as usize), t), j);
+            }
+            return;
+        }
         // The lists' frontier keys (each a cache miss: a slice's lists are in file order, not
         // the frontier's) read a block at a time in one loop of independent loads, then each
         // list made from its key.
@@ -557,7 +605,11 @@ impl Lists for Frontier<'_> {
         }
     }
 
-    fn walk(&self, at: Range<usize>, mut f: impl FnMut(usize, List) -> Result<()>) -> Result<()> {
+    fn walk(
+        &self,
+        at: Range<usize>,
+        mut f: impl FnMut(usize, List, u64) -> Result<()>,
+    ) -> Result<()> {
         if at.is_empty() {
             return Ok(());
         }
@@ -569,7 +621,16 @@ impl Lists for Frontier<'_> {
             if st.groups.on {
                 let nodes = self.frontier(b);
                 for i in i..end {
-                    f(i, self.of(&st.groups, nodes.at(i - start)))?;
+                    let (g, v) = GroupKeys::split(nodes.at(i - start), self.n_dst);
+                    let g = self.first[b] + g as usize;
+                    let (a, e) = self.indptr.range(v as usize);
+                    let sort = match self.sort {
+                        SortKey::Packed { index, group } => {
+                            v << (index + group) | (i as u64) << group | g as u64
+                        }
+                        SortKey::ByRange { shift } => (a >> shift) << 32 | i as u64,
+                    };
+                    f(i, ((a, e), self.groups[g].0), sort)?;
                 }
             }
             (i, b) = (end, b + 1);
@@ -761,8 +822,8 @@ struct KeyReaders<'k> {
     bounds: &'k [i64],
 }
 
-/// The slot of a list not searched in [`Cutter::cut_lists`]'s order (no sort key: a list's index
-/// is below `u32::MAX`).
+/// The slot of a list not searched in [`Cutter::cut_lists`]'s order (no sort key,
+/// [`Lists::walk`]).
 const SKIP: u64 = u64::MAX;
 
 /// The workspace of the batched search (kept from hop to hop).
@@ -771,9 +832,14 @@ pub(super) struct Cutter {
     work: Vec<Search>,
     /// The most lists searched at once ([`SLICE`] unless a test sets it).
     slice: usize,
-    /// The lists of a group with something to cut (their index in the group, under where
-    /// their range starts), 8 bytes a list: what the search holds per frontier node.
+    /// The lists of a group with something to cut (their sort keys, [`Lists::walk`]), 8 bytes
+    /// a list: what the search holds per frontier node.
     order: Vec<u64>,
+    /// The seed-time groups of a group of batches with their time keys ([`Frontier::groups`]),
+    /// 16 bytes a group.
+    groups: Vec<(i64, Option<u16>)>,
+    /// Whether sort keys are packed where they fit ([`SortKey`]; a test turns it off).
+    pack: bool,
     /// The batches of a hop whose lists are searched together from disk (all of them unless a
     /// test sets it).
     pub(super) group: usize,
@@ -784,6 +850,8 @@ impl Default for Cutter {
         Cutter {
             work: vec![Search::default()],
             order: Vec::new(),
+            groups: Vec::new(),
+            pack: true,
             slice: SLICE,
             group: usize::MAX,
         }
@@ -799,7 +867,10 @@ impl Cutter {
 
     /// Bytes its buffers hold.
     pub fn bytes(&self) -> u64 {
-        8 * self.order.capacity() as u64 + self.scratch_bytes()
+        let group = std::mem::size_of::<(i64, Option<u16>)>() as u64;
+        8 * self.order.capacity() as u64
+            + group * self.groups.capacity() as u64
+            + self.scratch_bytes()
     }
 
     /// Of [`Self::bytes`], what one slice's search holds, per reader: bounded by the slice and
@@ -833,14 +904,11 @@ impl Cutter {
         counts: &mut [u32],
     ) -> Result<()> {
         let n = lists.len();
-        // Every index fits the low 32 bits of a sort key, below `u32::MAX` (so no key is SKIP).
+        // Every index fits 32 bits, below `u32::MAX`.
         u32::try_from(n).map_err(|_| Error::TooLarge)?;
-        // The lists with something to cut, by index (the low 32 bits); where they take more than
-        // one slice, in the order of their ranges in the file (where each starts in the top 32
-        // bits, shifted to fit: exact in a file of up to 2^32 entries), so that the lists of a
-        // node expanded by several batches of the hop, and of nodes stored side by side, share
-        // a slice and its reads.
-        let shift = (64 - lists.entries().leading_zeros()).saturating_sub(32);
+        // The lists with something to cut, by sort key; where they take more than one slice, in
+        // the order of their ranges in the file, so that the lists of a node expanded by several
+        // batches of the hop, and of nodes stored side by side, share a slice and its reads.
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         // Room for every list exactly, not up to twice as many as it grows: the capacity is what
@@ -851,10 +919,10 @@ impl Cutter {
         // every time, or no entries).
         let find = |at: Range<usize>, order: &mut [u64], counts: &mut [u32]| {
             let first = at.start;
-            lists.walk(at, |i, ((a, b), limit)| {
+            lists.walk(at, |i, ((a, b), limit), sort| {
                 let k = i - first;
                 if a < b && limit != i64::MAX {
-                    order[k] = (a >> shift) << 32 | i as u64;
+                    order[k] = sort;
                 } else {
                     counts[k] = match limit {
                         i64::MAX => (b.checked_sub(a).and_then(|c| u32::try_from(c).ok()))
