@@ -501,6 +501,28 @@ type Lists<'a> = (Vec<(usize, &'a [u64])>, Vec<&'a [i64]>);
 /// A batch's seeds of each of the first two types, each list with its times.
 type Batch = Vec<(Vec<u64>, Vec<i64>)>;
 
+/// The sample `s` (in memory) gives `requests`, each batch checked against its seed times, with
+/// enough lists for the slices of the tests that compare the searches from disk with it.
+fn sliced_reference(
+    g: &Graph,
+    s: &mut HeteroSampler,
+    requests: &[HeteroRequest<'_>],
+    seed: u64,
+) -> Vec<HeteroSample> {
+    let want = s.sample_many(requests, seed, 1, true).unwrap();
+    for (req, out) in requests.iter().zip(&want) {
+        match req.times {
+            Some(times) => check(g, out, req.seeds, times),
+            None => assert_eq!(out.time, None),
+        }
+    }
+    let edges: usize = (want.iter())
+        .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
+        .sum();
+    assert!(edges > 200, "{edges} edges: too few lists to slice");
+    want
+}
+
 /// `batches` batches of `per_type` random seeds of each of types 0 and 1, at random times in
 /// [0, 110) (spread over the edges' and beyond), drawn from the stream `(seed, a, b)`: per batch
 /// and type, its ids, then its times.
@@ -744,17 +766,7 @@ fn a_hops_lists_searched_on_several_threads_sample_as_in_memory() {
         for strategy in [UNIFORM, LAST] {
             let how = (strategy, false);
             let mut s = (g.sampler_in(&fan, how, Backend::Memory, dir.path(), ranges[0])).unwrap();
-            let want = s.sample_many(&requests, seed, 1, true).unwrap();
-            for (req, out) in requests.iter().zip(&want) {
-                match req.times {
-                    Some(times) => check(&g, out, req.seeds, times),
-                    None => assert_eq!(out.time, None),
-                }
-            }
-            let edges: usize = (want.iter())
-                .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
-                .sum();
-            assert!(edges > 200, "{edges} edges: too few lists to slice");
+            let want = sliced_reference(&g, &mut s, &requests, seed);
             for b in [
                 Backend::Disk(BackendKind::Pread, false, SMALL),
                 Backend::Keyed(BackendKind::Pread, false, SMALL),
@@ -795,17 +807,7 @@ fn lists_made_from_packed_sort_keys_or_looked_up_sample_alike() {
         let requests = requests(&refs, |i| i != 2);
         for strategy in [UNIFORM, LAST] {
             let mut s = (g.sampler(&fan, strategy, false, Backend::Memory, dir.path())).unwrap();
-            let want = s.sample_many(&requests, seed, 1, true).unwrap();
-            for (req, out) in requests.iter().zip(&want) {
-                match req.times {
-                    Some(times) => check(&g, out, req.seeds, times),
-                    None => assert_eq!(out.time, None),
-                }
-            }
-            let edges: usize = (want.iter())
-                .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
-                .sum();
-            assert!(edges > 200, "{edges} edges: too few lists to slice");
+            let want = sliced_reference(&g, &mut s, &requests, seed);
             for b in [
                 Backend::Disk(BackendKind::Pread, false, SMALL),
                 Backend::Keyed(BackendKind::Pread, false, SMALL),
