@@ -181,14 +181,15 @@ impl Graph {
 
     /// This graph as the one-type case of a [`TypedGraph`] (node type `node`, relation
     /// `node:to:node`), sharing its offset index, its neighbor file when in memory and its hot
-    /// pages (nothing is loaded twice), with the dataset's edge-time file `edge_times` and node
+    /// pages (nothing is loaded twice), with the dataset's edge-time file and its time keys
+    /// (`edge_times`: the two paths, the keys `None` in a dataset built before them) and node
     /// times: what a homogeneous graph is sampled at seed times with, by the typed sampler. The
     /// edge times are loaded when the neighbor file is in memory and `times_in_memory` (the
     /// caller's budget holds them), else read by each sampler (with `pread` when the neighbor
-    /// file is in memory).
+    /// file is in memory), whose search then reads the keys, as [`TypedGraph::open`]'s does.
     pub fn one_type(
         &self,
-        edge_times: Option<&Path>,
+        edge_times: Option<(&Path, Option<&Path>)>,
         node_times: Option<Arc<[i64]>>,
         times_in_memory: bool,
     ) -> Result<TypedGraph> {
@@ -224,7 +225,7 @@ impl Graph {
             g.set_node_times(ONE_TYPE, times)?;
         }
         match edge_times {
-            Some(p) if self.memory.is_some() && !times_in_memory => {
+            Some((p, _)) if self.memory.is_some() && !times_in_memory => {
                 // Checked now (opening it checks its length), not first by a sampler.
                 EdgeTimes::open(
                     p,
@@ -236,8 +237,11 @@ impl Graph {
                 g.kind = Some(BackendKind::Pread);
                 g.relations[0].times = Some((p.to_path_buf(), None));
             }
-            Some(p) => g.set_edge_times(ONE_RELATION, p)?,
+            Some((p, _)) => g.set_edge_times(ONE_RELATION, p)?,
             None => {}
+        }
+        if let Some((_, Some(keys))) = edge_times {
+            g.set_edge_time_keys(ONE_RELATION, keys)?;
         }
         Ok(g)
     }

@@ -838,21 +838,21 @@ fn requests_at_times_are_the_typed_samplers_and_stay_apart_in_shared_waves() {
 #[test]
 fn edge_times_beside_a_neighbor_file_in_memory_are_read_from_disk_when_the_plan_has_no_room() {
     // The one-type graph the engine samples at times, with its edge times loaded or read with
-    // pread: the same samples.
+    // pread (then searched over their time keys): the same samples.
     use ringgnn_sampler::{Graph, HeteroRequest, NeighborAccess, OffsetIndex};
     let (_d, dir) = timed_sbm();
     let ds = Dataset::open(&dir).unwrap();
     let g = Graph::open(OffsetIndex::load(&ds).unwrap(), NeighborAccess::Memory).unwrap();
     let path = ds.edge_times_path().unwrap();
+    let keys = ds.edge_time_keys_path().unwrap();
     let node_times: Option<Arc<[i64]>> = ds.node_times().unwrap().map(Arc::from);
     let sample = |in_memory: bool| {
         let t = g
-            .one_type(Some(&path), node_times.clone(), in_memory)
+            .one_type(Some((&path, Some(&keys))), node_times.clone(), in_memory)
             .unwrap();
-        assert_eq!(
-            t.relations[0].times.as_ref().unwrap().1.is_some(),
-            in_memory
-        );
+        let r = &t.relations[0];
+        assert_eq!(r.times.as_ref().unwrap().1.is_some(), in_memory);
+        assert_eq!(r.time_keys.is_some(), !in_memory);
         let (mut s, _, _) = t.sampler(vec![fan(&[5, 3])], false, None).unwrap();
         let seeds = [(0usize, &[1u64, 50, 700][..])];
         let times = [&[300i64, 600, 999][..]];

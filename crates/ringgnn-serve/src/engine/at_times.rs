@@ -101,7 +101,7 @@ pub(super) fn one_type(dir: &Path, loader: &BatchLoader) -> Result<Option<TypedG
     let store = ServeError::from;
     let ds = ringgnn_store::Dataset::open(dir).map_err(store)?;
     ds.check_times().map_err(store)?;
-    let edge_times = ds.edge_times_path();
+    let (edge_times, keys) = (ds.edge_times_path(), ds.edge_time_keys_path());
     let node_times = ds.node_times().map_err(store)?;
     if edge_times.is_none() && node_times.is_none() {
         return Ok(None);
@@ -113,7 +113,7 @@ pub(super) fn one_type(dir: &Path, loader: &BatchLoader) -> Result<Option<TypedG
     let mut graph = loader
         .graph()
         .one_type(
-            edge_times.as_deref(),
+            edge_times.as_deref().map(|t| (t, keys.as_deref())),
             node_times.map(Arc::from),
             room >= held.saturating_add(times),
         )
@@ -122,14 +122,6 @@ pub(super) fn one_type(dir: &Path, loader: &BatchLoader) -> Result<Option<TypedG
     // the dataset's own (an error reading it sends to `ringgnn verify`).
     graph.relations[0].time_range = ds.edge_time_range();
     graph.relations[0].times_of = Some(dir.to_path_buf());
-    // Times read from disk are searched over their keys, as `TypedGraph::open` does (the same
-    // samples; held in memory, the keys are not used).
-    if let (Some(_), Some(keys)) = (&edge_times, ds.edge_time_keys_path()) {
-        let name = graph.relations[0].name.clone();
-        graph
-            .set_edge_time_keys(&name, &keys)
-            .map_err(ServeError::from)?;
-    }
     Ok(Some(graph))
 }
 
@@ -145,68 +137,4 @@ fn one_type_sample(mut s: HeteroSample) -> Timed {
         num_sampled_edges: std::mem::take(&mut s.num_sampled_edges[0]),
     };
     (sub, s.time.map(|mut t| std::mem::take(&mut t[0])))
-}
-
-#[cfg(test)]
-mod tests {
-    use std::num::NonZeroUsize;
-
-    use ringgnn_loader::{BackendChoice, LoaderOptions};
-    use ringgnn_sampler::{Fanout, SampleOptions};
-    use ringgnn_store::generate::sbm::{generate_sbm, SbmOptions};
-    use ringgnn_store::options::{TimeGen, TimeInput, TimeOptions};
-    use ringgnn_store::{GraphOptions, NoProgress};
-
-    use crate::{Engine, EngineOptions};
-
-    #[test]
-    fn times_read_from_disk_are_searched_over_their_keys() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("ds");
-        let gen = |seed| {
-            Some(TimeInput::Generated(TimeGen::Uniform {
-                seed,
-                lo: 0,
-                hi: 1000,
-            }))
-        };
-        let opts = SbmOptions {
-            out: out.clone(),
-            nodes: 500,
-            classes: 2,
-            avg_degree: 6.0,
-            feature_dim: 2,
-            feature_dtype: ringgnn_store::manifest::FeatureDtype::F32,
-            seed: 3,
-            split: vec![("train".into(), 0.5)],
-            graph: GraphOptions {
-                times: TimeOptions {
-                    edges: gen(1),
-                    nodes: None,
-                },
-                ..GraphOptions::default()
-            },
-            overwrite: false,
-        };
-        generate_sbm(&opts, &NoProgress).unwrap();
-        let keyed = |backend| {
-            let o = EngineOptions::new(LoaderOptions {
-                sample: SampleOptions {
-                    fanouts: Fanout::parse_all(&[3]).unwrap(),
-                    ..Default::default()
-                },
-                backend,
-                threads: NonZeroUsize::new(1).unwrap(),
-                memory: Some(64 << 20),
-                ..Default::default()
-            });
-            let e = Engine::open(&out, o).unwrap();
-            let g = e.shared.typed.as_ref().expect("a dataset with edge times");
-            let r = &g.relations[0];
-            (r.times.as_ref().unwrap().1.is_some(), r.time_keys.is_some())
-        };
-        // From disk: the keys; held in memory: the times themselves.
-        assert_eq!(keyed(BackendChoice::Pread), (false, true));
-        assert_eq!(keyed(BackendChoice::Memory), (true, false));
-    }
 }
